@@ -1,0 +1,366 @@
+// Package config loads llm-ring's router configuration: one YAML file, no
+// defaults in code. Every key the chosen mode uses must be present; a
+// missing, unknown or invalid key is an error that names the key
+// (for example "llm_aware.long_cap_factor: missing").
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/llm-ring/llm-ring/internal/discovery"
+)
+
+// Router is the router's configuration (config/router.yaml).
+type Router struct {
+	Listen          string          `json:"listen"`
+	Policy          string          `json:"policy"`
+	VirtualNodes    int             `json:"virtual_nodes"`
+	Epsilon         float64         `json:"epsilon"`
+	BoundedLoadUnit string          `json:"bounded_load_unit"`
+	LLMAware        LLMAware        `json:"llm_aware"`
+	PlacementMemory PlacementMemory `json:"placement_memory"`
+	CharsPerToken   float64         `json:"chars_per_token"`
+	// DefaultMaxTokens is the expected output of a request that names none.
+	DefaultMaxTokens int             `json:"default_max_tokens"`
+	ConversationKey  ConversationKey `json:"conversation_key"`
+	MaxBodyBytes     int64           `json:"max_body_bytes"`
+	Upstream         Upstream        `json:"upstream"`
+	ShutdownGrace    Duration        `json:"shutdown_grace"`
+	Discovery        Discovery       `json:"discovery"`
+}
+
+// LLMAware holds the llm-aware policy's three switchable additions.
+type LLMAware struct {
+	CacheAwareLoad   bool    `json:"cache_aware_load"`
+	PlacementMemory  bool    `json:"placement_memory"`
+	LongStickiness   bool    `json:"long_stickiness"`
+	LongPromptTokens int     `json:"long_prompt_tokens"`
+	LongCapFactor    float64 `json:"long_cap_factor"`
+}
+
+// PlacementMemory bounds the router's memory of where conversations were served.
+type PlacementMemory struct {
+	MaxEntries int      `json:"max_entries"`
+	TTL        Duration `json:"ttl"`
+}
+
+// ConversationKey says how a request's conversation is identified.
+type ConversationKey struct {
+	Headers     []string `json:"headers"`
+	BodyField   string   `json:"body_field"`
+	PrefixChars int      `json:"prefix_chars"`
+}
+
+// Upstream holds the settings for talking to replicas.
+type Upstream struct {
+	DialTimeout     Duration `json:"dial_timeout"`
+	ResponseTimeout Duration `json:"response_timeout"`
+	MaxAttempts     int      `json:"max_attempts"`
+}
+
+// Discovery says where the replica set comes from.
+type Discovery struct {
+	Mode       string              `json:"mode"`
+	Static     []discovery.Replica `json:"static,omitempty" cfg:"mode=static"`
+	Kubernetes *Kubernetes         `json:"kubernetes,omitempty" cfg:"mode=kubernetes"`
+}
+
+// Kubernetes configures EndpointSlice discovery.
+type Kubernetes struct {
+	// Namespace and Service select the EndpointSlices labelled
+	// kubernetes.io/service-name=<Service>.
+	Namespace string `json:"namespace"`
+	Service   string `json:"service"`
+	// PortName is the EndpointSlice port whose number forms the replica URL.
+	PortName string `json:"port_name"`
+	// Kubeconfig is a kubeconfig path; "" means in-cluster configuration.
+	Kubeconfig string `json:"kubeconfig"`
+}
+
+// Policy names, in the order the registry lists them.
+var Policies = []string{"round-robin", "mod-n", "consistent", "bounded", "llm-aware"}
+
+// Duration is a time.Duration written as a Go duration string ("30s", "10m").
+type Duration time.Duration
+
+// UnmarshalJSON accepts a duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("must be a duration string such as \"30s\"")
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("invalid duration %q", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalJSON writes the duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Load reads and validates a router configuration file.
+func Load(path string) (*Router, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	c, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes and validates a router configuration.
+func Parse(data []byte) (*Router, error) {
+	var c Router
+	if err := Strict(data, &c); err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Strict decodes YAML (or JSON) into v: unknown keys, keys of the wrong type
+// and missing keys are errors naming the key. Every field of v is required
+// except those tagged cfg:"optional", and those tagged cfg:"mode=X", which
+// are required exactly when the sibling "mode" key equals X.
+func Strict(data []byte, v any) error {
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return fmt.Errorf("invalid YAML: %w", err)
+	}
+	var raw any
+	if err := json.Unmarshal(js, &raw); err != nil {
+		return fmt.Errorf("invalid YAML: %w", err)
+	}
+	if _, ok := raw.(map[string]any); !ok {
+		return errors.New("the document must be a mapping of keys")
+	}
+	if err := checkKeys(raw, reflect.TypeOf(v).Elem(), ""); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err)
+	}
+	return nil
+}
+
+// decodeError rewrites encoding/json errors so that they name the key.
+func decodeError(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Errorf("%s: must be %s, not %s", te.Field, kindName(te.Type), te.Value)
+	}
+	msg := err.Error()
+	if k, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
+		return fmt.Errorf("%s: unknown key", strings.Trim(k, `"`))
+	}
+	if i := strings.Index(msg, "json: cannot unmarshal"); i >= 0 {
+		return errors.New(msg[i+len("json: "):])
+	}
+	return err
+}
+
+func kindName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice:
+		return "a list"
+	case reflect.Struct, reflect.Map:
+		return "a mapping"
+	}
+	return t.String()
+}
+
+// checkKeys walks raw against t and reports the first missing or unknown key,
+// in field order so the message is deterministic.
+func checkKeys(raw any, t reflect.Type, path string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() == reflect.Slice {
+		list, ok := raw.([]any)
+		if !ok {
+			return nil // the decoder names the type error
+		}
+		for i, it := range list {
+			if err := checkKeys(it, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if t.Kind() != reflect.Struct || t == reflect.TypeOf(Duration(0)) {
+		return nil
+	}
+	m, ok := raw.(map[string]any)
+	if !ok {
+		if raw == nil {
+			return fmt.Errorf("%s: must be a mapping, not empty", strings.TrimPrefix(path, "."))
+		}
+		return nil
+	}
+	known := map[string]bool{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		known[name] = true
+		key := join(path, name)
+		val, present := m[name]
+		required := true
+		switch tag := f.Tag.Get("cfg"); {
+		case tag == "optional":
+			required = false
+		case strings.HasPrefix(tag, "mode="):
+			mode, _ := m["mode"].(string)
+			required = mode == strings.TrimPrefix(tag, "mode=")
+		}
+		if !present {
+			if required {
+				return fmt.Errorf("%s: missing", key)
+			}
+			continue
+		}
+		if err := checkKeys(val, f.Type, key); err != nil {
+			return err
+		}
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if !known[k] {
+			return fmt.Errorf("%s: unknown key", join(path, k))
+		}
+	}
+	return nil
+}
+
+func join(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
+
+// Validate checks values and the keys the chosen modes need.
+func (c *Router) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	if c.Listen == "" {
+		bad("listen", "must not be empty")
+	}
+	if !slices.Contains(Policies, c.Policy) {
+		bad("policy", "unknown policy %q (want one of %s)", c.Policy, strings.Join(Policies, ", "))
+	}
+	if c.VirtualNodes < 1 || c.VirtualNodes > 10000 {
+		bad("virtual_nodes", "must be between 1 and 10000, got %d", c.VirtualNodes)
+	}
+	if c.Epsilon <= 0 || c.Epsilon > 100 {
+		bad("epsilon", "must be > 0 and ≤ 100, got %g", c.Epsilon)
+	}
+	if c.BoundedLoadUnit != "requests" && c.BoundedLoadUnit != "tokens" {
+		bad("bounded_load_unit", "must be requests or tokens, got %q", c.BoundedLoadUnit)
+	}
+	if c.LLMAware.LongPromptTokens < 1 {
+		bad("llm_aware.long_prompt_tokens", "must be ≥ 1, got %d", c.LLMAware.LongPromptTokens)
+	}
+	if c.LLMAware.LongCapFactor < 1 {
+		bad("llm_aware.long_cap_factor", "must be ≥ 1, got %g", c.LLMAware.LongCapFactor)
+	}
+	if c.PlacementMemory.MaxEntries < 1 {
+		bad("placement_memory.max_entries", "must be ≥ 1, got %d", c.PlacementMemory.MaxEntries)
+	}
+	if c.PlacementMemory.TTL <= 0 {
+		bad("placement_memory.ttl", "must be > 0")
+	}
+	if c.CharsPerToken <= 0 {
+		bad("chars_per_token", "must be > 0, got %g", c.CharsPerToken)
+	}
+	if c.DefaultMaxTokens < 1 {
+		bad("default_max_tokens", "must be ≥ 1, got %d", c.DefaultMaxTokens)
+	}
+	for i, h := range c.ConversationKey.Headers {
+		if strings.TrimSpace(h) == "" {
+			bad(fmt.Sprintf("conversation_key.headers[%d]", i), "must not be empty")
+		}
+	}
+	if c.ConversationKey.PrefixChars < 1 {
+		bad("conversation_key.prefix_chars", "must be ≥ 1, got %d", c.ConversationKey.PrefixChars)
+	}
+	if c.MaxBodyBytes < 1024 {
+		bad("max_body_bytes", "must be ≥ 1024, got %d", c.MaxBodyBytes)
+	}
+	if c.Upstream.DialTimeout <= 0 {
+		bad("upstream.dial_timeout", "must be > 0")
+	}
+	if c.Upstream.ResponseTimeout <= 0 {
+		bad("upstream.response_timeout", "must be > 0")
+	}
+	if c.Upstream.MaxAttempts < 1 {
+		bad("upstream.max_attempts", "must be ≥ 1, got %d", c.Upstream.MaxAttempts)
+	}
+	if c.ShutdownGrace < 0 {
+		bad("shutdown_grace", "must not be negative")
+	}
+	switch c.Discovery.Mode {
+	case "static":
+		if len(c.Discovery.Static) == 0 {
+			bad("discovery.static", "must list at least one replica")
+		} else if err := discovery.Validate(c.Discovery.Static); err != nil {
+			errs = append(errs, fmt.Errorf("discovery.static%w", err))
+		}
+	case "kubernetes":
+		k := c.Discovery.Kubernetes
+		if k == nil {
+			bad("discovery.kubernetes", "missing")
+			break
+		}
+		if k.Namespace == "" {
+			bad("discovery.kubernetes.namespace", "must not be empty")
+		}
+		if k.Service == "" {
+			bad("discovery.kubernetes.service", "must not be empty")
+		}
+		if k.PortName == "" {
+			bad("discovery.kubernetes.port_name", "must not be empty")
+		}
+	default:
+		bad("discovery.mode", "must be static or kubernetes, got %q", c.Discovery.Mode)
+	}
+	return errors.Join(errs...)
+}
