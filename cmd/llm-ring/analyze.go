@@ -2,11 +2,50 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"io"
+	"path/filepath"
+
+	"github.com/llm-ring/llm-ring/internal/analysis"
 )
 
-// TODO(placeholder): replaced by the real subcommand.
+// cmdAnalyze summarises the recorded runs of a results folder: it combines
+// the runs of each policy, writes summary.md, per_run.csv, summary.png and
+// hit_rate_over_time.png, and prints the table.
 func cmdAnalyze(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("not built yet")
+	fs := newFlagSet("analyze", stderr)
+	resultsDir := fs.String("results-dir", "", "folder of recorded runs (<run_id>.csv + <run_id>.json) (required)")
+	outDir := fs.String("out-dir", "", "folder for summary.md, per_run.csv and the charts (default: --results-dir)")
+	binS := fs.Float64("bin-s", analysis.DefaultBinS, "bin width of the hit rate over time, seconds")
+	windowS := fs.Float64("window-s", analysis.DefaultWindowS, "window after the scale-up for its hit rate, seconds")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *resultsDir == "" {
+		return usageError{fmt.Errorf("--results-dir is required")}
+	}
+	if *outDir == "" {
+		*outDir = *resultsDir
+	}
+	if !(*binS > 0) {
+		return usageError{fmt.Errorf("--bin-s must be positive, got %v", *binS)}
+	}
+	if !(*windowS > 0) {
+		return usageError{fmt.Errorf("--window-s must be positive, got %v", *windowS)}
+	}
+	opts := analysis.Options{BinS: *binS, WindowS: *windowS}
+	if err := opts.Validate(); err != nil {
+		return usageError{err}
+	}
+	s, err := analysis.Write(*resultsDir, *outDir, opts)
+	if err != nil {
+		return err
+	}
+	if err := analysis.WriteTable(stdout, s); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nwrote %s, %s, %s, %s\n",
+		filepath.Join(*outDir, analysis.SummaryMD), filepath.Join(*outDir, analysis.PerRunCSV),
+		filepath.Join(*outDir, analysis.SummaryPNG), filepath.Join(*outDir, analysis.HitRateOverTimePNG))
+	return nil
 }

@@ -1,0 +1,82 @@
+package analysis
+
+import (
+	"bytes"
+	"image/png"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// checkPNG fails unless path is a decodable PNG of at least 600×300 pixels.
+func checkPNG(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if b := img.Bounds(); b.Dx() < 600 || b.Dy() < 300 {
+		t.Errorf("%s is %v, want at least 600×300", path, b)
+	}
+}
+
+func TestWrite(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out", "nested")
+	s, err := Write(filepath.Join("testdata", "results"), out, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Policies) != 2 || len(s.Runs) != 4 {
+		t.Fatalf("summary has %d policies and %d runs, want 2 and 4", len(s.Policies), len(s.Runs))
+	}
+	for _, name := range []string{SummaryPNG, HitRateOverTimePNG} {
+		checkPNG(t, filepath.Join(out, name))
+	}
+	for _, name := range []string{SummaryMD, PerRunCSV} {
+		got, err := os.ReadFile(filepath.Join(out, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := os.ReadFile(filepath.Join("testdata", "golden", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s differs from the golden file", name)
+		}
+	}
+
+	if _, err := Write(filepath.Join("testdata", "results"), out, Options{BinS: -5}); err == nil ||
+		!strings.Contains(err.Error(), "bin") {
+		t.Errorf("negative bin: err = %v, want an error naming the bin", err)
+	}
+}
+
+// TestChartsEdgeCases draws charts for summaries the test folder does not
+// cover: undefined metrics, a policy without follow-up turns, many policies
+// with long names (rotated labels), no scale-up.
+func TestChartsEdgeCases(t *testing.T) {
+	nan := Estimate{Mean: math.NaN(), HalfWidth: math.NaN()}
+	one := Estimate{Mean: 0.9, HalfWidth: math.NaN(), N: 1}
+	s := Summary{Options: Options{}.WithDefaults(), ScaleReadyS: math.NaN()}
+	for _, name := range []string{"round-robin", "mod-n", "consistent", "bounded", "llm-aware",
+		"llm-aware-no-memory", "llm-aware-no-stickiness", "llm-aware-no-token-load"} {
+		s.Policies = append(s.Policies, PolicySummary{Policy: name, Runs: 1,
+			HitRate: one, LatencyP95S: nan, Imbalance: Estimate{Mean: 1.1, HalfWidth: 0.5, N: 3},
+			OverTime: []Bin{{StartS: 0, EndS: 30, FollowUps: 3, Hits: 2, HitRate: 2.0 / 3}}})
+	}
+	s.Policies[1].OverTime = nil
+	dir := t.TempDir()
+	if err := WriteCharts(dir, s); err != nil {
+		t.Fatal(err)
+	}
+	checkPNG(t, filepath.Join(dir, SummaryPNG))
+	checkPNG(t, filepath.Join(dir, HitRateOverTimePNG))
+}
