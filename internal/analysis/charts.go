@@ -109,6 +109,7 @@ func barPanel(s Summary, pn panel, panelWidth vg.Length) (*plot.Plot, error) {
 	p.Title.TextStyle.Font.Size = 13
 	p.Y.Label.Text = pn.ylabel
 	p.Y.Label.TextStyle.Font.Size = 11
+	p.Y.Tick.Marker = niceTicks{}
 	names := make([]string, len(s.Policies))
 	maxLen := 0
 	for i := range s.Policies {
@@ -189,19 +190,27 @@ func barPanel(s Summary, pn panel, panelWidth vg.Length) (*plot.Plot, error) {
 	return p, nil
 }
 
+// MinChartBinFollowUps is the number of follow-up turns a bin needs to be
+// drawn in hit_rate_over_time.png: the last bins of a run hold the few
+// longest conversations, and a hit rate of 1 or 2 turns is noise.
+// Summary.Policies[].OverTime keeps every bin.
+const MinChartBinFollowUps = 5
+
 // WriteHitRateChart draws hit_rate_over_time.png: the follow-up hit rate per
-// bin of start time, one line per policy (its runs pooled), and a vertical
-// dashed line at the mean time the scale-up replica became ready.
+// bin of start time (bins with at least MinChartBinFollowUps follow-up
+// turns), one line per policy (its runs pooled), and a vertical dashed line
+// at the mean time the scale-up replica became ready.
 func WriteHitRateChart(w io.Writer, s Summary) error {
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Follow-up hit rate over time (%s s bins, runs of a policy pooled)", trimFloat(s.Options.BinS))
+	p.Title.Text = fmt.Sprintf("Follow-up hit rate over time (%s s bins with ≥ %d follow-up turns, runs of a policy pooled)",
+		trimFloat(s.Options.BinS), MinChartBinFollowUps)
 	p.Title.TextStyle.Font.Size = 13
+	p.Title.Padding = vg.Points(10)
 	p.X.Label.Text = "start time of the turn (s since run start)"
 	p.Y.Label.Text = "follow-up hit rate (%)"
 	p.X.Label.TextStyle.Font.Size = 11
 	p.Y.Label.TextStyle.Font.Size = 11
-	p.X.Min = 0
-	p.Y.Min, p.Y.Max = 0, 100
+	p.X.Tick.Marker, p.Y.Tick.Marker = niceTicks{}, niceTicks{}
 	p.Add(plotter.NewGrid())
 
 	leg := plot.NewLegend()
@@ -214,11 +223,14 @@ func WriteHitRateChart(w io.Writer, s Summary) error {
 		ps := &s.Policies[i]
 		pts := make(plotter.XYs, 0, len(ps.OverTime))
 		for _, b := range ps.OverTime {
+			if b.FollowUps < MinChartBinFollowUps {
+				continue
+			}
 			xMax = max(xMax, b.EndS)
 			pts = append(pts, plotter.XY{X: (b.StartS + b.EndS) / 2, Y: 100 * b.HitRate})
 		}
 		if len(pts) == 0 {
-			leg.Add(ps.Policy + " (no follow-up turns)")
+			leg.Add(fmt.Sprintf("%s (no bin with ≥ %d follow-ups)", ps.Policy, MinChartBinFollowUps))
 			continue
 		}
 		line, points, err := plotter.NewLinePoints(pts)
@@ -243,7 +255,7 @@ func WriteHitRateChart(w io.Writer, s Summary) error {
 		mark.Width = vg.Points(1.5)
 		mark.Dashes = []vg.Length{vg.Points(6), vg.Points(4)}
 		p.Add(mark)
-		leg.Add(fmt.Sprintf("scale-up ready\n(mean, %s s)", trimFloat(math.Round(s.ScaleReadyS*10)/10)), mark)
+		leg.Add(fmt.Sprintf("scale-up ready (%s s)", trimFloat(math.Round(s.ScaleReadyS*10)/10)), mark)
 		xMax = max(xMax, s.ScaleReadyS)
 	}
 	// After Add (which widens the ranges to the data): the x axis runs from 0
@@ -262,4 +274,33 @@ func WriteHitRateChart(w io.Writer, s Summary) error {
 	leg.Draw(draw.Crop(dc, width-legWidth+vg.Points(12), 0, 0, -titleH))
 	_, err := vgimg.PngCanvas{Canvas: img}.WriteTo(w)
 	return err
+}
+
+// niceTicks labels round values (1, 2 or 5 × 10^k apart, about six of them)
+// without trailing zeros, with an unlabelled minor tick between two majors.
+type niceTicks struct{}
+
+func (niceTicks) Ticks(lo, hi float64) []plot.Tick {
+	if !(hi > lo) {
+		return []plot.Tick{{Value: lo, Label: trimFloat(lo)}}
+	}
+	raw := (hi - lo) / 6
+	mag := math.Pow(10, math.Floor(math.Log10(raw)))
+	step := mag
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*mag >= raw {
+			step = m * mag
+			break
+		}
+	}
+	var ticks []plot.Tick
+	for i := math.Ceil(lo / step * 2); i/2*step <= hi+step*1e-9; i++ {
+		v := i / 2 * step
+		t := plot.Tick{Value: v}
+		if int64(i)%2 == 0 {
+			t.Label = strconv.FormatFloat(math.Round(v/mag*1e6)/1e6*mag, 'f', -1, 64)
+		}
+		ticks = append(ticks, t)
+	}
+	return ticks
 }

@@ -22,7 +22,7 @@ import (
 func Load(dir string) ([]Run, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("results folder: %w", err)
 	}
 	files := map[string]bool{}
 	for _, e := range entries {

@@ -80,3 +80,27 @@ func TestChartsEdgeCases(t *testing.T) {
 	checkPNG(t, filepath.Join(dir, SummaryPNG))
 	checkPNG(t, filepath.Join(dir, HitRateOverTimePNG))
 }
+
+func TestNiceTicks(t *testing.T) {
+	tests := []struct {
+		lo, hi float64
+		want   string // labelled ticks
+	}{
+		{0, 100, "0 20 40 60 80 100"},     // percentages
+		{0, 510, "0 100 200 300 400 500"}, // seconds of a run
+		{0, 2.3, "0 0.5 1 1.5 2"},         // imbalance
+		{0, 0.07, "0 0.02 0.04 0.06"},     // short latencies: no 0.060000000000000005
+		{3, 3, "3"},                       // empty range
+	}
+	for _, tt := range tests {
+		var labels []string
+		for _, tk := range (niceTicks{}).Ticks(tt.lo, tt.hi) {
+			if tk.Label != "" {
+				labels = append(labels, tk.Label)
+			}
+		}
+		if got := strings.Join(labels, " "); got != tt.want {
+			t.Errorf("Ticks(%v, %v) = %q, want %q", tt.lo, tt.hi, got, tt.want)
+		}
+	}
+}
