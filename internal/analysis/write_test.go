@@ -28,6 +28,7 @@ func checkPNG(t *testing.T, path string) {
 }
 
 func TestWrite(t *testing.T) {
+	t.Parallel() // rendering PNGs is the slow part of the suite
 	out := filepath.Join(t.TempDir(), "out", "nested")
 	s, err := Write(filepath.Join("testdata", "results"), out, Options{})
 	if err != nil {
@@ -63,6 +64,7 @@ func TestWrite(t *testing.T) {
 // cover: undefined metrics, a policy without follow-up turns, many policies
 // with long names (rotated labels), no scale-up.
 func TestChartsEdgeCases(t *testing.T) {
+	t.Parallel()
 	nan := Estimate{Mean: math.NaN(), HalfWidth: math.NaN()}
 	one := Estimate{Mean: 0.9, HalfWidth: math.NaN(), N: 1}
 	s := Summary{Options: Options{}.WithDefaults(), ScaleReadyS: math.NaN()}
