@@ -1,0 +1,157 @@
+package model
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// sink keeps results alive so the compiler cannot drop the work.
+var sink int
+
+// BenchmarkModel pushes multi-turn chat traffic through one replica: 50
+// conversations, each turn resending the whole history (prompt, answer,
+// a new user message of ~30 tokens), reset when the history passes 1,500
+// tokens, so prompts average ~1,000 tokens. A request arrives every 2 s of
+// model time; the replica keeps 1 to 4 requests in flight. One iteration
+// is one request: submit, plus advancing the replica through its events.
+//
+//   - tokens=incremental: the caller keeps each conversation's tokens and
+//     tokenizes only the new message (AppendMessageTokens), as a simulator
+//     does;
+//   - tokens=full: the caller tokenizes the whole rendered conversation
+//     every turn (~4,000 characters).
+func BenchmarkModel(b *testing.B) {
+	for _, mode := range []string{"incremental", "full"} {
+		b.Run("tokens="+mode, func(b *testing.B) {
+			benchModel(b, mode == "full")
+		})
+	}
+}
+
+func benchModel(b *testing.B, full bool) {
+	const convs = 50
+	type conv struct {
+		msgs []Message
+		toks []Token
+		last ID
+	}
+	r, _ := New(DefaultConfig())
+	cs := make([]conv, convs)
+	users := make([]string, 64)
+	for i := range users {
+		users[i] = GenerateAnswer(uint64(i), 7, 30).Text
+	}
+	doc := GenerateAnswer(99, 99, 700).Text
+	answers := map[ID]string{}
+	owner := map[ID]int{}
+	var evs []Event
+	now := time.Duration(0)
+	promptTokens := 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		c := &cs[i%convs]
+		if c.last != 0 {
+			// The previous turn's answer joins the history.
+			ans, ok := answers[c.last]
+			if !ok {
+				// Still running: drive the replica until it is done.
+				for !ok {
+					at, _ := r.NextEvent()
+					now = max(now, at)
+					evs = r.Advance(now, evs[:0])
+					for _, e := range evs {
+						if e.Kind == EventDone {
+							answers[e.ID] = e.Result.Output.Text
+						}
+					}
+					ans, ok = answers[c.last]
+				}
+			}
+			delete(answers, c.last)
+			m := Message{Role: "assistant", Content: ans}
+			c.msgs = append(c.msgs, m)
+			c.toks = AppendMessageTokens(c.toks, m)
+		}
+		if len(c.toks) > 1500 || c.msgs == nil {
+			c.msgs = c.msgs[:0]
+			c.toks = AppendMessageTokens(c.toks[:0], Message{Role: "system", Content: DefaultSystemPrompt})
+			m := Message{Role: "user", Content: "Summarize this document: " + doc[:200+(i*37)%2000]}
+			c.msgs = append(c.msgs, m)
+			c.toks = AppendMessageTokens(c.toks, m)
+		} else {
+			m := Message{Role: "user", Content: users[i%len(users)]}
+			c.msgs = append(c.msgs, m)
+			c.toks = AppendMessageTokens(c.toks, m)
+		}
+		var prompt []Token
+		if full {
+			prompt = Tokenize(RenderChat(c.msgs))
+		} else {
+			prompt = AppendGenerationPrompt(c.toks[:len(c.toks):len(c.toks)])
+		}
+		promptTokens += len(prompt)
+		now += 2 * time.Second
+		for {
+			at, ok := r.NextEvent()
+			if !ok || at > now {
+				break
+			}
+			evs = r.Advance(at, evs[:0])
+			for _, e := range evs {
+				if e.Kind == EventDone {
+					answers[e.ID] = e.Result.Output.Text
+				}
+			}
+		}
+		evs = r.Advance(now, evs[:0])
+		for _, e := range evs {
+			if e.Kind == EventDone {
+				answers[e.ID] = e.Result.Output.Text
+			}
+		}
+		id, err := r.Submit(now, Request{Tokens: prompt, NPredict: 64})
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.last = id
+		owner[id] = i % convs
+		delete(owner, id)
+	}
+	b.StopTimer()
+	st := r.Server().Stats()
+	sink += int(st.Requests)
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+	b.ReportMetric(float64(promptTokens)/float64(b.N), "prompt-tokens/req")
+	if st.PromptTokens+st.CacheN > 0 {
+		b.ReportMetric(float64(st.CacheN)/float64(st.PromptTokens+st.CacheN), "cache-hit")
+	}
+}
+
+// BenchmarkSubmitCold is the worst case per request: a fresh 1,000-token
+// prompt each time (no prefix shared), tokenized from 4,000 characters.
+func BenchmarkSubmitCold(b *testing.B) {
+	r, _ := New(DefaultConfig())
+	text := strings.Repeat(prose, 6)
+	var evs []Event
+	now := time.Duration(0)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		off := (i * 13) % 800
+		prompt := Tokenize(text[off : off+4000])
+		now += 20 * time.Second
+		evs = r.Advance(now, evs[:0])
+		if _, err := r.Submit(now, Request{Tokens: prompt, NPredict: 64}); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			at, ok := r.NextEvent()
+			if !ok || at > now+19*time.Second {
+				break
+			}
+			evs = r.Advance(at, evs[:0])
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+}

@@ -1,0 +1,90 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config is the configuration of one simulated llama.cpp server. The zero
+// value is not valid; start from DefaultConfig.
+type Config struct {
+	// NParallel is the number of slots (llama.cpp --parallel).
+	NParallel int
+	// CtxSize is the total context (llama.cpp --ctx-size); each slot gets
+	// CtxSize/NParallel tokens.
+	CtxSize int
+	// NBatch is the most tokens one step processes (llama.cpp --batch-size):
+	// one per generating slot plus prompt chunks.
+	NBatch int
+	// CacheRAMMiB is the size of the RAM prompt cache (llama.cpp
+	// --cache-ram); 0 disables it.
+	CacheRAMMiB int
+	// BytesPerToken is the size of one token's KV state, which sizes the
+	// entries of the RAM prompt cache. Qwen2.5-0.5B with an f16 KV cache:
+	// 24 layers × 2 (K and V) × 2 KV heads × 64 dims × 2 bytes = 12 KiB.
+	BytesPerToken int
+
+	// The cost of one step (one llama_decode of a batch), in model time:
+	//   StepOverhead + Σ over the batch's tokens (TokenCost + AttnCost × position)
+	// where position is the token's position in its slot's context.
+	StepOverhead time.Duration
+	TokenCost    time.Duration
+	AttnCost     time.Duration
+
+	// AnswerMin and AnswerMax bound the natural length of an answer, in
+	// tokens: each prompt gets a length log-uniform in [AnswerMin, AnswerMax]
+	// chosen by (seed, prompt); n_predict and the context can cut it.
+	AnswerMin int
+	AnswerMax int
+
+	// Seed is the default seed of the generated answers; a request's own
+	// seed (if non-zero) replaces it.
+	Seed uint64
+}
+
+// DefaultConfig is the server of the original study: Qwen2.5-0.5B on a
+// laptop CPU, 4 slots of 4096 tokens, a 512 MiB RAM prompt cache, and step
+// costs calibrated to the study's measurements (see docs/notes.d/replica.md):
+// a 28-token prompt takes 375 ms cold and 31.7 ms from cache.
+func DefaultConfig() Config {
+	return Config{
+		NParallel:     4,
+		CtxSize:       16384,
+		NBatch:        2048,
+		CacheRAMMiB:   512,
+		BytesPerToken: 12 << 10,
+		StepOverhead:  19 * time.Millisecond,
+		TokenCost:     12700 * time.Microsecond,
+		AttnCost:      1 * time.Microsecond,
+		AnswerMin:     32,
+		AnswerMax:     400,
+		Seed:          1,
+	}
+}
+
+// SlotContext is the context of one slot, in tokens.
+func (c Config) SlotContext() int { return c.CtxSize / c.NParallel }
+
+// Validate reports the first invalid setting, by name.
+func (c Config) Validate() error {
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	check(c.NParallel >= 1, "n_parallel: must be at least 1, got %d", c.NParallel)
+	check(c.NParallel < 1 || c.CtxSize/max(c.NParallel, 1) >= 8,
+		"ctx_size: %d gives fewer than 8 tokens per slot with %d slots", c.CtxSize, c.NParallel)
+	check(c.NBatch >= max(c.NParallel, 1), "n_batch: must be at least n_parallel (%d), got %d", c.NParallel, c.NBatch)
+	check(c.CacheRAMMiB >= 0, "cache_ram_mib: must not be negative, got %d", c.CacheRAMMiB)
+	check(c.BytesPerToken >= 1, "bytes_per_token: must be at least 1, got %d", c.BytesPerToken)
+	check(c.StepOverhead >= 0, "step_overhead: must not be negative, got %v", c.StepOverhead)
+	check(c.TokenCost >= 0, "token_cost: must not be negative, got %v", c.TokenCost)
+	check(c.AttnCost >= 0, "attn_cost: must not be negative, got %v", c.AttnCost)
+	check(c.StepOverhead+c.TokenCost > 0, "step_overhead and token_cost: must not both be zero")
+	check(c.AnswerMin >= 1, "answer_min: must be at least 1, got %d", c.AnswerMin)
+	check(c.AnswerMax >= c.AnswerMin, "answer_max: must be at least answer_min (%d), got %d", c.AnswerMin, c.AnswerMax)
+	return errors.Join(errs...)
+}

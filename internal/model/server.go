@@ -1,0 +1,645 @@
+package model
+
+import (
+	"time"
+)
+
+// Server is the state of one simulated llama.cpp server: its slots, its RAM
+// prompt cache, its queue and the step in progress. A Server is driven by
+// the Group (or Replica) that owns it; its exported methods only read.
+//
+// Time. A Server counts in "work time": the model time its steps would take
+// with a CPU of its own. Its Group maps work time to model time (the
+// identity for a dedicated CPU; slower when a shared CPU is busy with
+// several servers).
+type Server struct {
+	cfg    Config
+	nCtx   int
+	index  int
+	clk    *timebase
+	slots  []slot
+	queue  []*request
+	qhead  int
+	seg    segment
+	idx    prefixIndex
+	cache  []*entry // RAM prompt cache, least recently used first
+	cacheB int64    // bytes held by cache
+	limitB int64    // cache size limit in bytes
+	nextID ID
+	useSeq uint64
+	stats  Stats
+	spare  []*entry // recycled entries
+	reqs   []*request
+}
+
+// slot state
+const (
+	slotIdle uint8 = iota
+	slotPrefill
+	slotDecode
+)
+
+type slot struct {
+	id    int
+	state uint8
+	seq   // KV content: indexed while idle; the prompt while active
+	// indexed: seq is in the prefix index (idle slot with content).
+	indexed  bool
+	lastUsed uint64
+	req      *request
+	pos      int // tokens in the KV cache (n_past)
+	pending  int // prompt tokens still to process
+	chunk    int // prompt tokens in the current step
+	gen      int // tokens generated
+}
+
+type entry struct {
+	seq
+	bytes int64
+}
+
+type request struct {
+	id     ID
+	toks   []Token
+	blocks []uint64
+	target int
+	stop   StopType
+	full   bool // context limit
+	noCache,
+	tokenEvents bool
+	out       Output
+	cacheN    int
+	submitted time.Duration
+	started   time.Duration
+	promptEnd time.Duration
+}
+
+// segment is the work in progress: `steps` steps starting at work time
+// `start`, step j (0-based) costing base + j·inc. A step containing prompt
+// tokens is a segment of one step; a run of pure decode steps, in which
+// the batch does not change, is one segment ending when the first slot
+// finishes (each step only moves every position by one, adding inc).
+type segment struct {
+	active  bool
+	prefill bool
+	start   time.Duration
+	steps   int
+	done    int // steps already applied to the slots
+	base    time.Duration
+	inc     time.Duration
+	nTokEv  int // slots in the segment that want EventToken
+	nDecode int // decoding slots in the segment
+}
+
+// cum is the work of the first m steps of the segment.
+func (g *segment) cum(m int) time.Duration {
+	mm := time.Duration(m)
+	return mm*g.base + g.inc*(mm*(mm-1)/2)
+}
+
+// completed returns how many steps are finished after elapsed work e.
+func (g *segment) completed(e time.Duration) int {
+	lo, hi := 0, g.steps
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if g.cum(mid) <= e {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo
+}
+
+// timebase maps a Group's work time to model time: t = t0 + (v − v0)·k.
+type timebase struct {
+	t0, v0 time.Duration
+	k      time.Duration
+}
+
+func (tb *timebase) t(v time.Duration) time.Duration { return tb.t0 + (v-tb.v0)*tb.k }
+func (tb *timebase) v(t time.Duration) time.Duration { return tb.v0 + (t-tb.t0)/tb.k }
+
+func newServer(cfg Config, index int, clk *timebase) *Server {
+	s := &Server{
+		cfg:    cfg,
+		nCtx:   cfg.SlotContext(),
+		index:  index,
+		clk:    clk,
+		slots:  make([]slot, cfg.NParallel),
+		limitB: int64(cfg.CacheRAMMiB) << 20,
+	}
+	for i := range s.slots {
+		s.slots[i].id = i
+	}
+	return s
+}
+
+// Config returns the server's configuration.
+func (s *Server) Config() Config { return s.cfg }
+
+// busy reports whether a step is in progress.
+func (s *Server) busy() bool { return s.seg.active }
+
+// submit queues a request at work time v (the server has been advanced to
+// v). Events that the submission makes due at v are appended to dst.
+func (s *Server) submit(v time.Duration, rq Request, dst []Event) (ID, []Event, error) {
+	n := len(rq.Tokens)
+	if n == 0 {
+		return 0, dst, ErrEmptyPrompt
+	}
+	if n >= s.nCtx {
+		return 0, dst, &ContextError{NPromptTokens: n, NCtx: s.nCtx}
+	}
+	for i, t := range rq.Tokens {
+		if t < 0 || t >= VocabSize {
+			return 0, dst, &TokenError{Index: i, Token: t}
+		}
+	}
+	r := s.newRequest()
+	s.nextID++
+	r.id = s.nextID
+	r.toks = rq.Tokens
+	r.blocks = chainHashes(r.blocks[:0], rq.Tokens)
+	seed := rq.Seed
+	if seed == 0 {
+		seed = s.cfg.Seed
+	}
+	key := promptKey(rq.Tokens, r.blocks)
+	r.target = answerLength(seed, key, s.cfg.AnswerMin, s.cfg.AnswerMax)
+	r.stop = StopEOS
+	if rq.NPredict >= 0 && rq.NPredict < r.target {
+		r.target, r.stop = rq.NPredict, StopLimit
+	}
+	if left := s.nCtx - n; r.target > left {
+		r.target, r.stop, r.full = left, StopLimit, true
+	}
+	r.out = GenerateAnswer(seed, key, r.target)
+	r.noCache = rq.NoCache
+	r.tokenEvents = rq.TokenEvents
+	r.submitted = s.clk.t(v)
+	s.queue = append(s.queue, r)
+
+	switch {
+	case !s.seg.active:
+		dst = s.plan(v, dst)
+	case s.hasIdleSlot():
+		// The request joins at the next step boundary: cut the segment there.
+		e := v - s.seg.start
+		m := s.seg.completed(e)
+		if s.seg.cum(m) < e {
+			m++
+		}
+		if m < s.seg.steps {
+			s.seg.steps = m
+			dst = s.advance(v, dst)
+		}
+	}
+	return r.id, dst, nil
+}
+
+func (s *Server) newRequest() *request {
+	if n := len(s.reqs); n > 0 {
+		r := s.reqs[n-1]
+		s.reqs = s.reqs[:n-1]
+		blocks := r.blocks[:0]
+		*r = request{blocks: blocks}
+		return r
+	}
+	return &request{}
+}
+
+func (s *Server) hasIdleSlot() bool {
+	for i := range s.slots {
+		if s.slots[i].state == slotIdle {
+			return true
+		}
+	}
+	return false
+}
+
+// next returns the work time of the next observable event (or step
+// boundary that the server must process).
+func (s *Server) next() (time.Duration, bool) {
+	g := &s.seg
+	if !g.active {
+		return 0, false
+	}
+	if g.nTokEv > 0 && !g.prefill && g.done < g.steps {
+		return g.start + g.cum(g.done+1), true
+	}
+	return g.start + g.cum(g.steps), true
+}
+
+// advance processes every step boundary at or before work time v.
+func (s *Server) advance(v time.Duration, dst []Event) []Event {
+	for s.seg.active {
+		g := &s.seg
+		if g.nTokEv > 0 && !g.prefill && g.done < g.steps {
+			at := g.start + g.cum(g.done+1)
+			if at > v {
+				break
+			}
+			dst = s.materialize(g.done+1, dst)
+			if g.done == g.steps {
+				dst = s.finish(at, dst)
+			}
+			continue
+		}
+		end := g.start + g.cum(g.steps)
+		if end > v {
+			break
+		}
+		if !g.prefill {
+			dst = s.materialize(g.steps, dst)
+		}
+		dst = s.finish(end, dst)
+	}
+	return dst
+}
+
+// sync applies to the slots the decode steps finished by work time v,
+// without ending the segment (for inspection).
+func (s *Server) sync(v time.Duration) {
+	g := &s.seg
+	if !g.active || g.prefill || g.nTokEv > 0 {
+		return
+	}
+	if m := g.completed(v - g.start); m > g.done {
+		s.materialize(m, nil)
+	}
+}
+
+// materialize applies decode steps g.done+1 … k of the current segment.
+func (s *Server) materialize(k int, dst []Event) []Event {
+	g := &s.seg
+	d := k - g.done
+	if d <= 0 {
+		return dst
+	}
+	if g.nTokEv > 0 {
+		for j := g.done + 1; j <= k; j++ {
+			at := s.clk.t(g.start + g.cum(j))
+			for i := range s.slots {
+				sl := &s.slots[i]
+				if sl.state == slotDecode && sl.req.tokenEvents {
+					n := sl.gen + (j - g.done)
+					dst = append(dst, s.tokenEvent(EventToken, sl.req, n, at))
+				}
+			}
+		}
+	}
+	for i := range s.slots {
+		sl := &s.slots[i]
+		if sl.state == slotDecode {
+			sl.pos += d
+			sl.gen += d
+		}
+	}
+	s.stats.Decodes += int64(d)
+	s.stats.BusySlotSteps += int64(d * g.nDecode)
+	g.done = k
+	return dst
+}
+
+func (s *Server) tokenEvent(kind EventKind, r *request, n int, at time.Duration) Event {
+	ev := Event{Kind: kind, Replica: s.index, ID: r.id, At: at, N: n}
+	if r.tokenEvents {
+		ev.Token = r.out.Tokens[n-1]
+		ev.Piece = r.out.Piece(n - 1)
+	}
+	return ev
+}
+
+// finish ends the segment at work time v: applies a prompt step, emits
+// first tokens and completions, then plans the next segment.
+func (s *Server) finish(v time.Duration, dst []Event) []Event {
+	g := &s.seg
+	t := s.clk.t(v)
+	if g.prefill && g.steps == 1 {
+		s.stats.Decodes++
+		busy := 0
+		for i := range s.slots {
+			sl := &s.slots[i]
+			switch sl.state {
+			case slotDecode:
+				busy++
+				sl.pos++
+				sl.gen++
+				if sl.req.tokenEvents {
+					dst = append(dst, s.tokenEvent(EventToken, sl.req, sl.gen, t))
+				}
+			case slotPrefill:
+				if sl.chunk == 0 {
+					continue
+				}
+				busy++
+				sl.pos += sl.chunk
+				sl.pending -= sl.chunk
+				sl.chunk = 0
+				if sl.pending > 0 {
+					continue
+				}
+				sl.state = slotDecode
+				sl.req.promptEnd = t
+				if sl.req.target > 0 {
+					sl.gen = 1
+					dst = append(dst, s.tokenEvent(EventFirstToken, sl.req, 1, t))
+				}
+			}
+		}
+		s.stats.BusySlotSteps += int64(busy)
+	}
+	for i := range s.slots {
+		sl := &s.slots[i]
+		if sl.state == slotDecode && sl.gen >= sl.req.target {
+			dst = s.complete(sl, t, dst)
+		}
+	}
+	g.active = false
+	return s.plan(v, dst)
+}
+
+// complete finishes the request of sl at model time t.
+func (s *Server) complete(sl *slot, t time.Duration, dst []Event) []Event {
+	r := sl.req
+	res := &Result{
+		ID:           r.id,
+		Slot:         sl.id,
+		PromptTokens: len(r.toks),
+		CacheN:       r.cacheN,
+		PromptN:      len(r.toks) - r.cacheN,
+		PredictedN:   sl.gen,
+		Output:       r.out,
+		Stop:         r.stop,
+		ContextFull:  r.full,
+		Submitted:    r.submitted,
+		Started:      r.started,
+		PromptDone:   r.promptEnd,
+		Done:         t,
+	}
+	// The KV cache now holds the prompt and every generated token but the
+	// last one, which was sampled and never decoded.
+	if sl.gen > 1 {
+		sl.toks = append(sl.toks, r.out.Tokens[:sl.gen-1]...)
+	}
+	sl.blocks = append(sl.blocks[:0], r.blocks...)
+	sl.blocks = chainHashes(sl.blocks, sl.toks)
+	s.idx.add(sl.blocks)
+	sl.indexed = true
+	s.useSeq++
+	sl.lastUsed = s.useSeq
+	sl.state = slotIdle
+	sl.req = nil
+	sl.gen, sl.pending, sl.chunk = 0, 0, 0
+
+	st := &s.stats
+	st.Requests++
+	st.PromptTokens += int64(res.PromptN)
+	st.PromptTime += res.PromptTime()
+	st.PredictedTokens += int64(res.PredictedN)
+	st.PredictedTime += res.PredictedTime()
+	st.CacheN += int64(res.CacheN)
+
+	r.out = Output{}
+	r.toks = nil
+	s.reqs = append(s.reqs, r)
+	return append(dst, Event{Kind: EventDone, Replica: s.index, ID: res.ID, At: t, N: res.PredictedN, Result: res})
+}
+
+// plan admits queued requests into idle slots and starts the next segment
+// at work time v.
+func (s *Server) plan(v time.Duration, dst []Event) []Event {
+	for s.qhead < len(s.queue) {
+		if !s.assign(s.queue[s.qhead], v) {
+			break
+		}
+		s.queue[s.qhead] = nil
+		s.qhead++
+	}
+	if s.qhead == len(s.queue) {
+		s.queue, s.qhead = s.queue[:0], 0
+	}
+	c := &s.cfg
+	g := &s.seg
+	*g = segment{start: v, base: c.StepOverhead}
+	batch := 0
+	sumPos := 0
+	minLeft := -1
+	for i := range s.slots {
+		sl := &s.slots[i]
+		if sl.state != slotDecode {
+			continue
+		}
+		batch++
+		sumPos += sl.pos
+		if left := sl.req.target - sl.gen; minLeft < 0 || left < minLeft {
+			minLeft = left
+		}
+		if sl.req.tokenEvents {
+			g.nTokEv++
+		}
+	}
+	g.nDecode = batch
+	budget := c.NBatch - batch
+	for i := range s.slots {
+		sl := &s.slots[i]
+		if sl.state != slotPrefill {
+			continue
+		}
+		n := min(sl.pending, budget)
+		sl.chunk = n
+		if n == 0 {
+			continue
+		}
+		budget -= n
+		g.prefill = true
+		// Σ over positions pos … pos+n−1 of (TokenCost + AttnCost·position)
+		nn := time.Duration(n)
+		g.base += nn*c.TokenCost + c.AttnCost*(nn*time.Duration(sl.pos)+nn*(nn-1)/2)
+	}
+	if batch == 0 && !g.prefill {
+		return dst // idle
+	}
+	g.active = true
+	g.base += time.Duration(batch)*c.TokenCost + c.AttnCost*time.Duration(sumPos)
+	if g.prefill {
+		g.steps = 1
+		return dst
+	}
+	g.steps = minLeft
+	g.inc = c.AttnCost * time.Duration(batch)
+	if g.steps <= 0 {
+		// A slot has nothing left to generate (cannot happen: finish
+		// completes such slots); keep the model moving regardless.
+		g.steps = 1
+	}
+	return dst
+}
+
+// assign gives r an idle slot at work time v, reusing the longest cached
+// prefix among idle slots and RAM cache entries. It reports false if every
+// slot is busy.
+func (s *Server) assign(r *request, v time.Duration) bool {
+	lru := -1
+	for i := range s.slots {
+		sl := &s.slots[i]
+		if sl.state == slotIdle && (lru < 0 || sl.lastUsed < s.slots[lru].lastUsed) {
+			lru = i
+		}
+	}
+	if lru < 0 {
+		return false
+	}
+	target, keep, from := lru, 0, -1
+	if !r.noCache {
+		target, keep, from = s.best(r, lru)
+	}
+	sl := &s.slots[target]
+	// The entry to load leaves the cache first (llama.cpp moves it out), so
+	// that saving the slot below cannot evict it.
+	var load *entry
+	if from >= 0 {
+		load = s.cache[from]
+		s.dropEntry(from)
+	}
+	// A slot whose state is mostly going to be overwritten is saved to
+	// the RAM cache first (when the cache is on).
+	if sl.indexed {
+		kept := keep
+		switch {
+		case r.noCache:
+			kept = 0
+		case load != nil:
+			kept = sl.seq.lcp(r.toks, r.blocks)
+		}
+		if 2*kept < len(sl.toks) {
+			s.save(&sl.seq)
+		}
+		s.idx.remove(sl.blocks)
+		sl.indexed = false
+	}
+	if load != nil {
+		sl.seq, load.seq = load.seq, sl.seq
+		s.recycle(load)
+		s.stats.CacheLoads++
+	}
+	keep = min(keep, len(r.toks)-1) // at least one token is evaluated, for its logits
+	sl.toks = append(sl.toks[:0], r.toks...)
+	sl.state = slotPrefill
+	sl.req = r
+	sl.pos = keep
+	sl.pending = len(r.toks) - keep
+	sl.chunk = 0
+	sl.gen = 0
+	r.cacheN = keep
+	r.started = s.clk.t(v)
+	return true
+}
+
+// best finds the idle slot or cache entry with the longest common prefix
+// with r. It returns the slot to use, the prefix length, and the index of
+// the cache entry to load into that slot (-1 for none). Ties go to slots
+// (no load needed), then to the least recently used slot, then to the most
+// recently saved entry.
+func (s *Server) best(r *request, lru int) (target, keep, from int) {
+	d := s.idx.depth(r.blocks)
+	target, keep, from = lru, -1, -1
+	for pass := 0; pass < 2; pass++ {
+		for i := range s.slots {
+			sl := &s.slots[i]
+			if !sl.indexed || !candidate(&sl.seq, r.blocks, d) {
+				continue
+			}
+			l := d*blockSize + commonPrefix(sl.toks[d*blockSize:], r.toks[d*blockSize:])
+			if l > keep || (l == keep && sl.lastUsed < s.slots[target].lastUsed) {
+				target, keep = i, l
+			}
+		}
+		for i := len(s.cache) - 1; i >= 0; i-- {
+			e := s.cache[i]
+			if !candidate(&e.seq, r.blocks, d) {
+				continue
+			}
+			l := d*blockSize + commonPrefix(e.toks[d*blockSize:], r.toks[d*blockSize:])
+			if l > keep {
+				keep, from = l, i
+			}
+		}
+		if keep >= 0 || d == 0 {
+			break
+		}
+		d = 0 // a hash collision sent us deep for nothing: compare from the start
+	}
+	if from >= 0 {
+		// The entry beats every idle slot: load it into the LRU slot.
+		target = lru
+	}
+	return target, max(keep, 0), from
+}
+
+func candidate(q *seq, blocks []uint64, d int) bool {
+	return d == 0 || (len(q.blocks) >= d && q.blocks[d-1] == blocks[d-1])
+}
+
+// save copies q into the RAM cache as its most recent entry, dropping
+// entries that are prefixes of q and evicting the least recently used ones
+// to make room.
+func (s *Server) save(q *seq) {
+	size := int64(len(q.toks)) * int64(s.cfg.BytesPerToken)
+	if size == 0 || size > s.limitB {
+		return
+	}
+	for i := 0; i < len(s.cache); i++ {
+		e := s.cache[i]
+		switch l := e.lcp(q.toks, q.blocks); {
+		case l == len(q.toks):
+			// q is already cached (as e or a prefix of e): refresh e.
+			copy(s.cache[i:], s.cache[i+1:])
+			s.cache[len(s.cache)-1] = e
+			return
+		case l == len(e.toks):
+			s.dropEntry(i)
+			s.recycle(e)
+			i--
+		}
+	}
+	for s.cacheB+size > s.limitB {
+		e := s.cache[0]
+		s.dropEntry(0)
+		s.recycle(e)
+		s.stats.CacheEvictions++
+	}
+	e := s.newEntry()
+	e.toks = append(e.toks[:0], q.toks...)
+	e.blocks = append(e.blocks[:0], q.blocks...)
+	e.bytes = size
+	s.cache = append(s.cache, e)
+	s.cacheB += size
+	s.idx.add(e.blocks)
+	s.stats.CacheSaves++
+}
+
+// dropEntry removes cache entry i from the cache and the index.
+func (s *Server) dropEntry(i int) {
+	e := s.cache[i]
+	s.idx.remove(e.blocks)
+	s.cacheB -= e.bytes
+	copy(s.cache[i:], s.cache[i+1:])
+	s.cache[len(s.cache)-1] = nil
+	s.cache = s.cache[:len(s.cache)-1]
+}
+
+func (s *Server) newEntry() *entry {
+	if n := len(s.spare); n > 0 {
+		e := s.spare[n-1]
+		s.spare = s.spare[:n-1]
+		return e
+	}
+	return &entry{}
+}
+
+func (s *Server) recycle(e *entry) {
+	e.toks, e.blocks, e.bytes = e.toks[:0], e.blocks[:0], 0
+	s.spare = append(s.spare, e)
+}
