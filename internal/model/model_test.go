@@ -484,4 +484,3 @@ func TestConfigValidateNamesTheSetting(t *testing.T) {
 		t.Errorf("default config: %v", err)
 	}
 }
-
