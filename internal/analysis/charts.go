@@ -71,6 +71,9 @@ type panel struct {
 // the metric's possible range: a hit rate stays within [0, 100] %, an
 // imbalance at or above 1), and the mean written above each bar.
 func WriteSummaryChart(w io.Writer, s Summary) error {
+	if len(s.Policies) == 0 {
+		return ErrNoRuns
+	}
 	panels := []panel{
 		{"Cache hit rate (follow-up turns)", "hit rate (%)",
 			func(p *PolicySummary) Estimate { return p.HitRate }, 100, 0, 100,
@@ -201,6 +204,9 @@ const MinChartBinFollowUps = 5
 // turns), one line per policy (its runs pooled), and a vertical dashed line
 // at the mean time the scale-up replica became ready.
 func WriteHitRateChart(w io.Writer, s Summary) error {
+	if len(s.Policies) == 0 {
+		return ErrNoRuns
+	}
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("Follow-up hit rate over time (%s s bins with ≥ %d follow-up turns, runs of a policy pooled)",
 		trimFloat(s.Options.BinS), MinChartBinFollowUps)

@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,6 +9,9 @@ import (
 
 	"github.com/llm-ring/llm-ring/internal/record"
 )
+
+// ErrNoRuns reports a results folder (or a Summary) without any run.
+var ErrNoRuns = errors.New("no runs")
 
 // Load reads every run of a results folder: each <run_id>.csv (request rows)
 // with its <run_id>.json (run description). Runs are returned in file-name
@@ -57,7 +61,7 @@ func Load(dir string) ([]Run, error) {
 		}
 	}
 	if len(runs) == 0 {
-		return nil, fmt.Errorf("%s: no runs found (want <run_id>.csv + <run_id>.json pairs)", dir)
+		return nil, fmt.Errorf("%s: %w found (want <run_id>.csv + <run_id>.json pairs)", dir, ErrNoRuns)
 	}
 	return runs, nil
 }

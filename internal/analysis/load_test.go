@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -108,7 +109,7 @@ func TestLoadErrors(t *testing.T) {
 }
 
 func TestLoadFolder(t *testing.T) {
-	if _, err := Load(t.TempDir()); err == nil || !strings.Contains(err.Error(), "no runs found") {
+	if _, err := Load(t.TempDir()); !errors.Is(err, ErrNoRuns) || !strings.Contains(err.Error(), "no runs found") {
 		t.Errorf("empty folder: err = %v, want \"no runs found\"", err)
 	}
 	if _, err := Load(filepath.Join(t.TempDir(), "missing")); err == nil {

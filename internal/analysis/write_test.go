@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"bytes"
+	"errors"
 	"image/png"
 	"math"
 	"os"
@@ -81,6 +82,12 @@ func TestChartsEdgeCases(t *testing.T) {
 	}
 	checkPNG(t, filepath.Join(dir, SummaryPNG))
 	checkPNG(t, filepath.Join(dir, HitRateOverTimePNG))
+
+	// No policy at all: an error, not a panic inside the plotting library.
+	empty := Summarize(nil, Options{})
+	if err := WriteCharts(t.TempDir(), empty); !errors.Is(err, ErrNoRuns) {
+		t.Errorf("charts of no runs: err = %v, want ErrNoRuns", err)
+	}
 }
 
 func TestNiceTicks(t *testing.T) {
