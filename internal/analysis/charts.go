@@ -113,6 +113,7 @@ func barPanel(s Summary, pn panel, panelWidth vg.Length) (*plot.Plot, error) {
 	p.Y.Label.Text = pn.ylabel
 	p.Y.Label.TextStyle.Font.Size = 11
 	p.Y.Tick.Marker = niceTicks{}
+	p.Add(plotter.NewGrid()) // first, so that the bars are drawn over it
 	names := make([]string, len(s.Policies))
 	maxLen := 0
 	for i := range s.Policies {
@@ -180,7 +181,6 @@ func barPanel(s Summary, pn panel, panelWidth vg.Length) (*plot.Plot, error) {
 		l.Offset = vg.Point{Y: vg.Points(6)}
 		p.Add(l)
 	}
-	p.Add(plotter.NewGrid())
 	// Set the ranges after Add, which widens them to the data: bars start at
 	// 0, head room for the labels above the tallest bar, half a slot of
 	// margin on each side.
