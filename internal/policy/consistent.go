@@ -1,0 +1,21 @@
+package policy
+
+// Consistent sends each conversation to its ring home: the replica owning
+// the first virtual node clockwise from hash(key). Adding a replica moves
+// only about 1/N of the keys, but the policy is blind to load. On failover
+// the next replica clockwise takes the request.
+type Consistent struct{}
+
+var _ Policy = Consistent{}
+
+// Name implements Policy.
+func (Consistent) Name() string { return "consistent" }
+
+// Pick implements Policy.
+func (Consistent) Pick(req *Request, v *View) Decision {
+	home := v.ringHome(req.Hash)
+	d := Decision{Replica: home, Reason: Home, Charge: wholeCost(req)}
+	d.Trace.begin("consistent", req, v)
+	d.Trace.Home = home
+	return d
+}

@@ -1,0 +1,208 @@
+package policy
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Sizes of the fixed trace buffers: a Trace never allocates while a policy
+// fills it. Loads of replicas beyond MaxTraceLoads are summarised, and
+// checks beyond MaxTraceChecks are counted.
+const (
+	MaxTraceLoads  = 8
+	MaxTraceChecks = 8
+)
+
+// Check is one candidate examined by a bounded walk.
+type Check struct {
+	Replica int32
+	Load    int64   // its load before this request
+	Cost    int64   // this request's cost there
+	Limit   float64 // the cap it was checked against
+	Idle    bool    // nothing in flight: always fits
+	Fit     bool
+	Long    bool // checked against the long-conversation cap
+}
+
+// Trace is the record of how a decision was made: enough numbers to
+// reproduce it by hand. Names is the view's (immutable) name slice; the rest
+// are values, so filling a Trace does not allocate.
+type Trace struct {
+	Policy string
+	Names  []string
+	N      int // replicas
+	Hash   uint64
+	Seq    uint64
+
+	Prompt, Output int // request tokens
+	Last           int // placement memory: last replica (-1 none)
+	LastTokens     int // tokens cached there
+
+	// Bounded walks.
+	Bounded   bool
+	Unit      Unit
+	Loads     [MaxTraceLoads]int64 // loads before this request, first replicas
+	Home      int
+	Preferred int
+	CacheAt   int   // replica with cache-aware cost (-1 none)
+	CacheCost int64 // cost there
+	Cost      int64 // cost anywhere else
+	Sum       int64 // Σ load before this request
+	Total     int64 // Sum + cost on the preferred replica
+	Epsilon   float64
+	Avg, Cap  float64
+	Long      bool // the long-conversation cap was tried
+	LongCap   float64
+	LeastLoad int64 // least-loaded fallback: load + cost of the chosen
+
+	// llm-aware switches and facts.
+	Memory, CacheAware, LongOn bool
+	LongPrompt                 int
+	CacheLikely                bool
+
+	Checks  [MaxTraceChecks]Check
+	NChecks int // checks made (may exceed MaxTraceChecks)
+}
+
+func (t *Trace) begin(policy string, req *Request, v *View) {
+	t.Policy, t.Names, t.N = policy, v.Names, len(v.Names)
+	t.Hash, t.Seq = req.Hash, req.Seq
+	t.Prompt, t.Output = req.PromptTokens, req.OutputTokens
+	t.Last, t.LastTokens = req.Last, req.CachedTokens
+	t.Home, t.Preferred, t.CacheAt = -1, -1, -1
+}
+
+func (t *Trace) addCheck(c Check) {
+	if t.NChecks < MaxTraceChecks {
+		t.Checks[t.NChecks] = c
+	}
+	t.NChecks++
+}
+
+func (t *Trace) name(r int) string {
+	if r >= 0 && r < len(t.Names) {
+		return t.Names[r]
+	}
+	return fmt.Sprintf("#%d", r)
+}
+
+// Format renders the decision d (whose Trace t is) as the multi-line text of
+// the original study's decision traces.
+func (d *Decision) Format() string {
+	t := &d.Trace
+	var b strings.Builder
+	head := t.Policy
+	if t.Policy == "bounded" {
+		head += map[Unit]string{Requests: " (request mode)", Tokens: " (token mode)"}[t.Unit]
+	}
+	fmt.Fprintf(&b, "%s → %s (%s)", head, t.name(d.Replica), d.Reason)
+	switch {
+	case t.Policy == "round-robin":
+		fmt.Fprintf(&b, "\n  request #%d: %d mod %d = %d → %s", t.Seq, t.Seq, t.N, d.Replica, t.name(d.Replica))
+	case t.Policy == "mod-n":
+		fmt.Fprintf(&b, "\n  hash=%016x: mod %d = %d → %s", t.Hash, t.N, d.Replica, t.name(d.Replica))
+	case !t.Bounded:
+		fmt.Fprintf(&b, "\n  hash=%016x → ring home %s", t.Hash, t.name(t.Home))
+	default:
+		t.formatBounded(&b, d)
+	}
+	return b.String()
+}
+
+func (t *Trace) formatBounded(b *strings.Builder, d *Decision) {
+	num := func(v float64) string {
+		if t.Unit == Requests {
+			return fmt.Sprintf("%.0f", v)
+		}
+		return fmt.Sprintf("%.1f", v)
+	}
+	if t.Policy == "llm-aware" {
+		switch {
+		case t.Last < 0 || t.LastTokens == 0:
+			fmt.Fprintf(b, "\n  placement memory: no cache known → preferred=%s (ring home)", t.name(t.Preferred))
+		case !t.Memory:
+			fmt.Fprintf(b, "\n  placement memory: off (last served on %s with %d cached tokens) → preferred=%s (ring home)",
+				t.name(t.Last), t.LastTokens, t.name(t.Preferred))
+		default:
+			fmt.Fprintf(b, "\n  placement memory: last served on %s with %d cached tokens → preferred=%s",
+				t.name(t.Last), t.LastTokens, t.name(t.Preferred))
+		}
+		if t.CacheAt == t.Preferred && t.CacheAt >= 0 {
+			fmt.Fprintf(b, "\n  cost on %s: max(1, %d-%d)=%d + %d = %d (new tokens only, cache hit)",
+				t.name(t.Preferred), t.Prompt, t.LastTokens, t.CacheCost-int64(t.Output), t.Output, t.CacheCost)
+		} else {
+			fmt.Fprintf(b, "\n  cost on %s: %d + %d = %d (whole prompt", t.name(t.Preferred), t.Prompt, t.Output, t.Cost)
+			if !t.CacheAware && t.CacheLikely {
+				b.WriteString(", cache-aware load off")
+			}
+			b.WriteString(")")
+		}
+	}
+	fmt.Fprintf(b, "\n  load (%s): ", t.Unit)
+	for r := range min(t.N, MaxTraceLoads) {
+		if r > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(b, "%s=%d", t.name(r), t.Loads[r])
+	}
+	if t.N > MaxTraceLoads {
+		fmt.Fprintf(b, " … (%d replicas)", t.N)
+	}
+	prefCost := t.Cost
+	if t.CacheAt == t.Preferred && t.CacheAt >= 0 {
+		prefCost = t.CacheCost
+	}
+	capText := "cap=" + num(t.Cap)
+	if t.Unit == Requests {
+		capText = fmt.Sprintf("cap=⌈%.2f⌉=%s", (1+t.Epsilon)*t.Avg, num(t.Cap))
+	}
+	if t.Policy == "llm-aware" {
+		fmt.Fprintf(b, "; +%d → total=%d, avg=%.1f, %s", prefCost, t.Total, t.Avg, capText)
+	} else {
+		fmt.Fprintf(b, "; with this request total=%d, %s", t.Total, capText)
+	}
+	if t.Long {
+		fmt.Fprintf(b, "\n  long stickiness: prompt_tokens=%d ≥ %d and cache_likely=%t → long_cap=%.1f",
+			t.Prompt, t.LongPrompt, t.CacheLikely, t.LongCap)
+	}
+	// Merge the preferred replica's normal and long checks into one line, as
+	// the study printed them.
+	checks := t.Checks[:min(t.NChecks, MaxTraceChecks)]
+	for i := 0; i < len(checks); i++ {
+		c := checks[i]
+		r := int(c.Replica)
+		last := i == len(checks)-1 && t.NChecks <= MaxTraceChecks
+		if !c.Fit && !c.Long && i+1 < len(checks) && checks[i+1].Long && checks[i+1].Fit {
+			l := checks[i+1]
+			fmt.Fprintf(b, "\n  %s: %d+%d=%d ≤ long_cap=%.1f (> normal cap=%s) → %s",
+				t.name(r), l.Load, l.Cost, l.Load+l.Cost, l.Limit, num(c.Limit), d.Reason)
+			i++
+			continue
+		}
+		limit := num(c.Limit)
+		if c.Long {
+			limit = fmt.Sprintf("long_cap=%.1f", c.Limit)
+		}
+		if c.Cost != prefCost && !c.Long {
+			limit += fmt.Sprintf(" (cap with its cost: (1+%g)·(%d+%d)/%d)", t.Epsilon, t.Sum, c.Cost, t.N)
+		}
+		outcome := "skip"
+		if c.Fit && last {
+			outcome = d.Reason.String()
+		}
+		switch {
+		case c.Idle:
+			fmt.Fprintf(b, "\n  %s: idle (nothing in flight) → %s", t.name(r), outcome)
+		case c.Fit:
+			fmt.Fprintf(b, "\n  %s: %d+%d=%d ≤ %s → %s", t.name(r), c.Load, c.Cost, c.Load+c.Cost, limit, outcome)
+		default:
+			fmt.Fprintf(b, "\n  %s: %d+%d=%d > %s → skip", t.name(r), c.Load, c.Cost, c.Load+c.Cost, limit)
+		}
+	}
+	if t.NChecks > MaxTraceChecks {
+		fmt.Fprintf(b, "\n  … %d more replicas checked", t.NChecks-MaxTraceChecks)
+	}
+	if d.Reason == LeastLoaded {
+		fmt.Fprintf(b, "\n  no replica within the cap → least loaded: %s (%d with this request)", t.name(d.Replica), t.LeastLoad)
+	}
+}
