@@ -262,7 +262,7 @@ func WriteHitRateChart(w io.Writer, s Summary) error {
 		mark.Dashes = []vg.Length{vg.Points(6), vg.Points(4)}
 		p.Add(mark)
 		leg.Add(fmt.Sprintf("scale-up ready (%s s)", trimFloat(math.Round(s.ScaleReadyS*10)/10)), mark)
-		xMax = max(xMax, s.ScaleReadyS)
+		xMax = max(xMax, s.ScaleReadyS+s.Options.WithDefaults().BinS) // keep the marker off the frame
 	}
 	// After Add (which widens the ranges to the data): the x axis runs from 0
 	// to the end of the last bin.
