@@ -66,6 +66,7 @@ func (g *Group) Submit(now time.Duration, i int, req Request) (ID, error) {
 		return 0, fmt.Errorf("%w: %d of %d", ErrBadMember, i, len(g.servers))
 	}
 	g.pending = g.advance(now, g.pending)
+	now = g.now // never before the last Advance
 	s := g.servers[i]
 	if g.shared && !s.busy() {
 		g.rebase(now) // the rate may change now

@@ -484,3 +484,43 @@ func TestConfigValidateNamesTheSetting(t *testing.T) {
 		t.Errorf("default config: %v", err)
 	}
 }
+
+func TestNewConversationTakesAnEmptySlotNotACachedOne(t *testing.T) {
+	// A (cached in slot 0) must survive B, an unrelated conversation: B
+	// goes to the least recently used slot, and A's next turn hits slot
+	// 0 directly, without the RAM cache.
+	r := mustNew(t, DefaultConfig())
+	a := seqTokens(1, 300)
+	idA := mustSubmit(t, r, 0, Request{Tokens: a, NPredict: 8})
+	resA := run(t, r)[idA]
+	idB := mustSubmit(t, r, time.Minute, Request{Tokens: seqTokens(2, 300), NPredict: 8})
+	resB := run(t, r)[idB]
+	if resB.Slot == resA.Slot {
+		t.Fatalf("B took A's slot %d", resA.Slot)
+	}
+	a2 := append(append(slices.Clone(a), resA.Output.Tokens...), seqTokens(3, 20)...)
+	idA2 := mustSubmit(t, r, 2*time.Minute, Request{Tokens: a2, NPredict: 8})
+	resA2 := run(t, r)[idA2]
+	if resA2.Slot != resA.Slot || resA2.CacheN != 300+7 {
+		t.Errorf("A's turn 2: slot %d cache_n %d, want slot %d and %d", resA2.Slot, resA2.CacheN, resA.Slot, 307)
+	}
+	if st := r.Server().Stats(); st.CacheSaves != 0 || st.CacheLoads != 0 {
+		t.Errorf("saves=%d loads=%d, want no RAM cache traffic", st.CacheSaves, st.CacheLoads)
+	}
+}
+
+func TestSlotSimilarityThreshold(t *testing.T) {
+	// Sharing only a short system prompt (≤ 10% of the prompt) is not
+	// enough to take another conversation's slot.
+	r := mustNew(t, DefaultConfig())
+	sys := seqTokens(9, 20)
+	a := append(slices.Clone(sys), seqTokens(1, 280)...)
+	idA := mustSubmit(t, r, 0, Request{Tokens: a, NPredict: 8})
+	resA := run(t, r)[idA]
+	b := append(slices.Clone(sys), seqTokens(2, 280)...)
+	idB := mustSubmit(t, r, time.Minute, Request{Tokens: b, NPredict: 8})
+	resB := run(t, r)[idB]
+	if resB.Slot == resA.Slot || resB.CacheN != 0 {
+		t.Errorf("B: slot %d (A's is %d), cache_n %d; want another slot and no reuse", resB.Slot, resA.Slot, resB.CacheN)
+	}
+}

@@ -537,22 +537,28 @@ func (s *Server) assign(r *request, v time.Duration) bool {
 	return true
 }
 
-// best finds the idle slot or cache entry with the longest common prefix
-// with r. It returns the slot to use, the prefix length, and the index of
-// the cache entry to load into that slot (-1 for none). Ties go to slots
-// (no load needed), then to the least recently used slot, then to the most
-// recently saved entry.
+// best finds where r reuses the most: the least recently used idle slot
+// by default; another idle slot if it shares more and more than a tenth of
+// the prompt (llama.cpp's slot-prompt-similarity, 0.1); a RAM cache entry if
+// it shares more than the chosen slot (it is then loaded into the LRU slot).
+// It returns the slot to use, the prefix length, and the index of the cache
+// entry to load (-1 for none).
 func (s *Server) best(r *request, lru int) (target, keep, from int) {
+	target, from = lru, -1
+	if sl := &s.slots[lru]; sl.indexed {
+		keep = sl.seq.lcp(r.toks, r.blocks)
+	}
 	d := s.idx.depth(r.blocks)
-	target, keep, from = lru, -1, -1
 	for pass := 0; pass < 2; pass++ {
+		found := false
 		for i := range s.slots {
 			sl := &s.slots[i]
 			if !sl.indexed || !candidate(&sl.seq, r.blocks, d) {
 				continue
 			}
+			found = true
 			l := d*blockSize + commonPrefix(sl.toks[d*blockSize:], r.toks[d*blockSize:])
-			if l > keep || (l == keep && sl.lastUsed < s.slots[target].lastUsed) {
+			if l > keep && 10*l > len(r.toks) {
 				target, keep = i, l
 			}
 		}
@@ -561,21 +567,21 @@ func (s *Server) best(r *request, lru int) (target, keep, from int) {
 			if !candidate(&e.seq, r.blocks, d) {
 				continue
 			}
+			found = true
 			l := d*blockSize + commonPrefix(e.toks[d*blockSize:], r.toks[d*blockSize:])
 			if l > keep {
 				keep, from = l, i
 			}
 		}
-		if keep >= 0 || d == 0 {
+		if found || d == 0 {
 			break
 		}
 		d = 0 // a hash collision sent us deep for nothing: compare from the start
 	}
 	if from >= 0 {
-		// The entry beats every idle slot: load it into the LRU slot.
 		target = lru
 	}
-	return target, max(keep, 0), from
+	return target, keep, from
 }
 
 func candidate(q *seq, blocks []uint64, d int) bool {

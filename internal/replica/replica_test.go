@@ -1,0 +1,337 @@
+package replica
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llm-ring/llm-ring/internal/model"
+	"github.com/llm-ring/llm-ring/internal/wire"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+var epoch = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// newTestReplica returns a ready replica on a fresh host whose clock jumps
+// to each event: answers come at once, with the same model times every run.
+func newTestReplica(t *testing.T, mutate func(*Options)) *Replica {
+	t.Helper()
+	opts := Options{Model: model.DefaultConfig(), Speed: 50, Clock: NewVirtualClock(epoch)}
+	if mutate != nil {
+		mutate(&opts)
+	}
+	h, err := NewHost(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	r, err := h.Add("llm-0", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func do(t *testing.T, h http.Handler, method, path, body string) *httptest.ResponseRecorder {
+	t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file:\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+const chatTurn1 = `{"messages":[{"role":"user","content":"What is consistent hashing with bounded loads?"}],"max_tokens":24}`
+
+func TestGoldenResponses(t *testing.T) {
+	long := `{"prompt":"` + strings.Repeat("word ", 4200) + `"}`
+	tests := []struct {
+		name         string // golden file
+		method, path string
+		body         string
+		status       int
+	}{
+		// Answers.
+		{"completion.json", "POST", "/completion", `{"prompt":"Tell me about hashing rings.","n_predict":16}`, 200},
+		{"completion_token_ids.json", "POST", "/completion", `{"prompt":[151644, 872, 198, 9707],"n_predict":4,"cache_prompt":false}`, 200},
+		{"chat.json", "POST", "/v1/chat/completions", chatTurn1, 200},
+		{"completion_stream.txt", "POST", "/completion", `{"prompt":"Stream this.","n_predict":5,"stream":true}`, 200},
+		{"chat_stream.txt", "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":4,"stream":true}`, 200},
+		{"tokenize.json", "POST", "/tokenize", `{"content":"Hello world, internationalization!"}`, 200},
+		{"tokenize_pieces.json", "POST", "/tokenize", `{"content":"Hello world!","with_pieces":true}`, 200},
+		{"health.json", "GET", "/health", ``, 200},
+		{"slots.json", "GET", "/slots", ``, 200},
+		// Errors: 400 with a message naming the problem.
+		{"error_malformed_json.json", "POST", "/completion", `{"prompt": "x",`, 400},
+		{"error_empty_body.json", "POST", "/completion", ``, 400},
+		{"error_not_an_object.json", "POST", "/completion", `[1,2]`, 400},
+		{"error_missing_prompt.json", "POST", "/completion", `{"n_predict": 3}`, 400},
+		{"error_prompt_type.json", "POST", "/completion", `{"prompt": {"text": "x"}}`, 400},
+		{"error_n_predict_type.json", "POST", "/completion", `{"prompt": "x", "n_predict": "ten"}`, 400},
+		{"error_stream_type.json", "POST", "/completion", `{"prompt": "x", "stream": "yes"}`, 400},
+		{"error_empty_prompt.json", "POST", "/completion", `{"prompt": ""}`, 400},
+		{"error_several_prompts.json", "POST", "/completion", `{"prompt": ["a", "b"]}`, 400},
+		{"error_bad_token_id.json", "POST", "/completion", `{"prompt": [1, 999999]}`, 400},
+		{"error_token_not_integer.json", "POST", "/completion", `{"prompt": [1, 2.5]}`, 400},
+		{"error_prompt_too_long.json", "POST", "/completion", long, 400},
+		{"error_no_messages.json", "POST", "/v1/chat/completions", `{"messages": []}`, 400},
+		{"error_message_content_type.json", "POST", "/v1/chat/completions", `{"messages": [{"role": "user", "content": 3}]}`, 400},
+		{"error_message_role_missing.json", "POST", "/v1/chat/completions", `{"messages": [{"content": "hi"}]}`, 400},
+		{"error_max_tokens_type.json", "POST", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "hi"}], "max_tokens": true}`, 400},
+		{"error_not_found.json", "GET", "/nope", ``, 404},
+		{"error_method.json", "GET", "/completion", ``, 405},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newTestReplica(t, nil)
+			rec := do(t, r, tt.method, tt.path, tt.body)
+			if rec.Code != tt.status {
+				t.Errorf("status %d, want %d: %s", rec.Code, tt.status, rec.Body)
+			}
+			ct := rec.Header().Get("Content-Type")
+			if strings.HasSuffix(tt.name, ".txt") != strings.HasPrefix(ct, "text/event-stream") {
+				t.Errorf("Content-Type %q", ct)
+			}
+			if tt.status >= 400 {
+				var eb wire.ErrorBody
+				if err := json.Unmarshal(rec.Body.Bytes(), &eb); err != nil || eb.Error.Code != tt.status || eb.Error.Message == "" {
+					t.Errorf("error body %s is not a wire.ErrorBody with code %d", rec.Body, tt.status)
+				}
+			}
+			golden(t, tt.name, rec.Body.Bytes())
+		})
+	}
+}
+
+func TestStreamsFollowLlamaCppFraming(t *testing.T) {
+	r := newTestReplica(t, nil)
+	native := do(t, r, "POST", "/completion", `{"prompt":"Stream this.","n_predict":5,"stream":true}`).Body.String()
+	chat := do(t, r, "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":4,"stream":true}`).Body.String()
+	events := func(s string) []string { return strings.Split(strings.TrimSuffix(s, "\n\n"), "\n\n") }
+
+	// Native: one chunk per token, then a final chunk with stop and
+	// timings; no [DONE].
+	nev := events(native)
+	if len(nev) != 6 || strings.Contains(native, "[DONE]") {
+		t.Fatalf("native stream has %d events (want 5 tokens + final) or a [DONE]:\n%s", len(nev), native)
+	}
+	var last wire.CompletionResponse
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(nev[5], "data: ")), &last); err != nil || !last.Stop || last.Timings == nil || last.Timings.PredictedN != 5 {
+		t.Errorf("native final chunk %s: want stop and timings", nev[5])
+	}
+	// OpenAI: role chunk, one chunk per token, a final chunk with
+	// finish_reason, usage and timings, then [DONE].
+	cev := events(chat)
+	if len(cev) != 7 || cev[6] != "data: [DONE]" {
+		t.Fatalf("chat stream has %d events or does not end with [DONE]:\n%s", len(cev), chat)
+	}
+	var fin wire.ChatResponse
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(cev[5], "data: ")), &fin); err != nil {
+		t.Fatal(err)
+	}
+	if fin.Usage == nil || fin.Timings == nil || fin.Choices[0].FinishReason == nil || fin.Usage.CompletionTokens != 4 {
+		t.Errorf("chat final chunk %s: want usage, timings and finish_reason", cev[5])
+	}
+}
+
+// chatAnswer sends a chat request and returns the answer text and usage.
+func chatAnswer(t *testing.T, h http.Handler, body any) (string, wire.Usage) {
+	t.Helper()
+	data, _ := json.Marshal(body)
+	rec := do(t, h, "POST", "/v1/chat/completions", string(data))
+	if rec.Code != 200 {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	var res wire.ChatResponse
+	if err := json.Unmarshal(rec.Body.Bytes(), &res); err != nil {
+		t.Fatal(err)
+	}
+	text, _ := wire.ContentText(res.Choices[0].Message.Content)
+	return text, *res.Usage
+}
+
+func TestMultiTurnChatHitsTheCacheOverHTTP(t *testing.T) {
+	type msg = map[string]string
+	r := newTestReplica(t, nil)
+	turn1 := []msg{{"role": "system", "content": "You are terse."}, {"role": "user", "content": "What is consistent hashing with bounded loads?"}}
+	ans, u1 := chatAnswer(t, r, map[string]any{"messages": turn1, "max_tokens": 48})
+	turn2 := append(turn1, msg{"role": "assistant", "content": ans}, msg{"role": "user", "content": "Why does it help LLM serving?"})
+	_, u2 := chatAnswer(t, r, map[string]any{"messages": turn2, "max_tokens": 48})
+	cached := u2.PromptTokensDetails.CachedTokens
+	if float64(cached) < 0.7*float64(u2.PromptTokens) {
+		t.Errorf("turn 2 reused %d of %d prompt tokens, want ≥ 70%%", cached, u2.PromptTokens)
+	}
+	if want := u1.PromptTokens + u1.CompletionTokens - 1; cached != want {
+		t.Errorf("turn 2 cached_tokens = %d, want turn 1's prompt + answer − 1 = %d", cached, want)
+	}
+	fresh := newTestReplica(t, nil)
+	if _, u := chatAnswer(t, fresh, map[string]any{"messages": turn2, "max_tokens": 48}); u.PromptTokensDetails.CachedTokens != 0 {
+		t.Errorf("turn 2 on a fresh replica reused %d tokens, want 0", u.PromptTokensDetails.CachedTokens)
+	}
+}
+
+func TestKeepsServingAfterBadRequests(t *testing.T) {
+	r := newTestReplica(t, nil)
+	for _, body := range []string{`{`, `{"prompt": 1}`, `{"prompt": [1, -5]}`, strings.Repeat("x", 100)} {
+		if rec := do(t, r, "POST", "/completion", body); rec.Code != 400 {
+			t.Errorf("%.20q: status %d, want 400", body, rec.Code)
+		}
+	}
+	if rec := do(t, r, "POST", "/completion", `{"prompt":"still there?","n_predict":3}`); rec.Code != 200 {
+		t.Errorf("after bad requests: status %d: %s", rec.Code, rec.Body)
+	}
+}
+
+func TestLoadingThenReady(t *testing.T) {
+	clk := NewManualClock(epoch)
+	h, err := NewHost(Options{Model: model.DefaultConfig(), Speed: 10, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	r, err := h.Add("llm-1", 30*time.Second) // 30 s of model time = 3 s of wall time at 10×
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		advance time.Duration // wall time
+		status  int
+	}{
+		{0, 503},                       // just started
+		{2900 * time.Millisecond, 503}, // 29 s of model time
+		{100 * time.Millisecond, 200},  // 30 s: loaded
+	}
+	for _, s := range steps {
+		clk.Advance(s.advance)
+		rec := do(t, r, "GET", "/health", "")
+		if rec.Code != s.status {
+			t.Fatalf("after %v of model time: /health %d, want %d", h.ModelNow(), rec.Code, s.status)
+		}
+		if s.status == 503 {
+			golden(t, "error_loading.json", rec.Body.Bytes())
+			if rec := do(t, r, "POST", "/completion", `{"prompt":"hi"}`); rec.Code != 503 {
+				t.Errorf("/completion while loading: %d, want 503", rec.Code)
+			}
+		}
+	}
+	if h.ModelNow() != 30*time.Second {
+		t.Errorf("model time %v after 3 s of wall time at 10×, want 30s", h.ModelNow())
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	r := newTestReplica(t, nil)
+	do(t, r, "POST", "/completion", `{"prompt":"Tell me about hashing rings.","n_predict":16}`)
+	do(t, r, "POST", "/completion", `{"prompt":"Tell me about hashing rings. And more.","n_predict":16}`)
+	rec := do(t, r, "GET", "/metrics", "")
+	if rec.Code != 200 {
+		t.Fatalf("status %d", rec.Code)
+	}
+	body := rec.Body.String()
+	for _, name := range []string{
+		"llamacpp:prompt_tokens_total", "llamacpp:tokens_predicted_total", "llamacpp:requests_processing",
+		"llamacpp:requests_deferred", "llamacpp:kv_cache_usage_ratio", "llamacpp:n_decode_total",
+	} {
+		if !strings.Contains(body, "\n"+name+" ") {
+			t.Errorf("metric %s missing", name)
+		}
+	}
+	golden(t, "metrics.txt", rec.Body.Bytes())
+}
+
+func TestSharedHostAndNames(t *testing.T) {
+	h, err := NewHost(Options{Model: model.DefaultConfig(), SharedCPU: true, Clock: NewVirtualClock(epoch)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	a, err := h.Add("llm-0", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := h.Add("llm-1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Add("llm-0", 0); err == nil {
+		t.Error("a second replica named llm-0 was accepted")
+	}
+	for _, r := range []*Replica{a, b} {
+		if rec := do(t, r, "POST", "/completion", `{"prompt":"hello","n_predict":2}`); rec.Code != 200 {
+			t.Errorf("%s: %d %s", r.Name(), rec.Code, rec.Body)
+		}
+	}
+}
+
+func TestNewHostRejectsBadOptions(t *testing.T) {
+	bad := model.DefaultConfig()
+	bad.NParallel = 0
+	for _, o := range []Options{{Model: bad}, {Model: model.DefaultConfig(), Speed: -1}} {
+		if h, err := NewHost(o); err == nil {
+			h.Close()
+			t.Errorf("options %+v accepted", o)
+		}
+	}
+}
+
+func TestServeOnALoopbackListener(t *testing.T) {
+	h, err := NewHost(Options{Model: model.DefaultConfig(), Speed: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	r, _ := h.Add("llm-0", 0)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, ln, r) }()
+	resp, err := http.Post(fmt.Sprintf("http://%s/completion", ln.Addr()), "application/json", strings.NewReader(`{"prompt":"hi","n_predict":3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var out wire.CompletionResponse
+	if err := json.Unmarshal(body, &out); err != nil || out.TokensPredicted != 3 || out.Timings == nil {
+		t.Errorf("answer %s", body)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Serve returned %v after cancel", err)
+	}
+}
