@@ -99,6 +99,9 @@ type Result struct {
 	Stop       StopType
 	// ContextFull is set when the slot's context ended the generation.
 	ContextFull bool
+	// Cancelled is set for a request released by Cancel; Output then holds
+	// the tokens generated until then.
+	Cancelled bool
 	// Model times: submitted, given a slot, prompt processed (first token),
 	// finished.
 	Submitted, Started, PromptDone, Done time.Duration

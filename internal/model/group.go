@@ -77,6 +77,21 @@ func (g *Group) Submit(now time.Duration, i int, req Request) (ID, error) {
 	return id, err
 }
 
+// Cancel abandons request id of server i at model time now: a queued
+// request is dropped; a running one leaves its slot at the next step
+// boundary, with an EventDone whose Result has Cancelled set. It reports
+// whether the request was still queued or running.
+func (g *Group) Cancel(now time.Duration, i int, id ID) bool {
+	if i < 0 || i >= len(g.servers) {
+		return false
+	}
+	g.pending = g.advance(now, g.pending)
+	evs, ok := g.servers[i].cancel(g.clk.v(g.now), id, g.pending)
+	g.pending = evs
+	g.setRate()
+	return ok
+}
+
 // setRate sets the work rate from the number of busy servers.
 func (g *Group) setRate() {
 	if !g.shared {
@@ -193,6 +208,9 @@ func (r *Replica) NextEvent() (time.Duration, bool) { return r.g.NextEvent() }
 
 // Advance processes everything up to now; see Group.Advance.
 func (r *Replica) Advance(now time.Duration, dst []Event) []Event { return r.g.Advance(now, dst) }
+
+// Cancel abandons a request; see Group.Cancel.
+func (r *Replica) Cancel(now time.Duration, id ID) bool { return r.g.Cancel(now, 0, id) }
 
 // Server returns the replica's server, for inspection.
 func (r *Replica) Server() *Server { return r.g.servers[0] }

@@ -524,3 +524,44 @@ func TestSlotSimilarityThreshold(t *testing.T) {
 		t.Errorf("B: slot %d (A's is %d), cache_n %d; want another slot and no reuse", resB.Slot, resA.Slot, resB.CacheN)
 	}
 }
+
+func TestCancel(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.NParallel, cfg.CtxSize = 1, 4096
+	cfg.AnswerMin, cfg.AnswerMax = 1000, 1000
+	r := mustNew(t, cfg)
+	p := seqTokens(1, 100)
+	running := mustSubmit(t, r, 0, Request{Tokens: p, NPredict: 200})
+	queued := mustSubmit(t, r, 0, Request{Tokens: seqTokens(2, 100), NPredict: 200})
+	if r.Cancel(0, 999) {
+		t.Error("cancelling an unknown request reported true")
+	}
+	if !r.Cancel(0, queued) {
+		t.Error("cancelling the queued request reported false")
+	}
+	// Let the running request decode a while, then cancel it mid-run.
+	evs := runUntil(r, 2*time.Second)
+	if len(evs) != 1 || evs[0].Kind != EventFirstToken {
+		t.Fatalf("events before the cancel: %v", evs)
+	}
+	if !r.Cancel(2*time.Second, running) {
+		t.Fatal("cancelling the running request reported false")
+	}
+	evs = runUntil(r, time.Hour)
+	if len(evs) != 1 || evs[0].Kind != EventDone || evs[0].ID != running || !evs[0].Result.Cancelled {
+		t.Fatalf("after the cancel: %v, want only the running request's cancelled EventDone", evs)
+	}
+	res := evs[0].Result
+	step := cfg.StepOverhead + cfg.TokenCost
+	if res.Done > 2*time.Second+step+time.Millisecond || res.PredictedN < 2 || res.PredictedN >= 200 {
+		t.Errorf("released at %v with %d tokens, want within one step of 2s and a partial answer", res.Done, res.PredictedN)
+	}
+	// The slot keeps what was processed: the prompt and the tokens
+	// generated but the last.
+	if got, want := r.Server().CachedPrefix(append(slices.Clone(p), res.Output.Tokens...)), 100+res.PredictedN-1; got != want {
+		t.Errorf("cached prefix after the cancel %d, want %d", got, want)
+	}
+	if st := r.Server().Stats(); st.Processing != 0 || st.Deferred != 0 {
+		t.Errorf("processing=%d deferred=%d after cancelling everything", st.Processing, st.Deferred)
+	}
+}

@@ -65,6 +65,7 @@ type request struct {
 	target int
 	stop   StopType
 	full   bool // context limit
+	cancelled,
 	noCache,
 	tokenEvents bool
 	out       Output
@@ -184,18 +185,52 @@ func (s *Server) submit(v time.Duration, rq Request, dst []Event) (ID, []Event, 
 	case !s.seg.active:
 		dst = s.plan(v, dst)
 	case s.hasIdleSlot():
-		// The request joins at the next step boundary: cut the segment there.
-		e := v - s.seg.start
-		m := s.seg.completed(e)
-		if s.seg.cum(m) < e {
-			m++
-		}
-		if m < s.seg.steps {
-			s.seg.steps = m
-			dst = s.advance(v, dst)
-		}
+		// The request joins at the next step boundary.
+		dst = s.cut(v, dst)
 	}
 	return r.id, dst, nil
+}
+
+// cut ends the current segment at the first step boundary at or after
+// work time v, so that the batch can change there.
+func (s *Server) cut(v time.Duration, dst []Event) []Event {
+	e := v - s.seg.start
+	m := s.seg.completed(e)
+	if s.seg.cum(m) < e {
+		m++
+	}
+	if m < s.seg.steps {
+		s.seg.steps = m
+		dst = s.advance(v, dst)
+	}
+	return dst
+}
+
+// cancel abandons request id at work time v. A queued request leaves the
+// queue; a running one leaves its slot at the next step boundary, the slot
+// keeping what was processed (as llama.cpp does when a client goes away).
+// It reports whether the request was found.
+func (s *Server) cancel(v time.Duration, id ID, dst []Event) ([]Event, bool) {
+	for i := s.qhead; i < len(s.queue); i++ {
+		if r := s.queue[i]; r.id == id {
+			copy(s.queue[i:], s.queue[i+1:])
+			s.queue[len(s.queue)-1] = nil
+			s.queue = s.queue[:len(s.queue)-1]
+			r.out, r.toks = Output{}, nil
+			s.reqs = append(s.reqs, r)
+			return dst, true
+		}
+	}
+	for i := range s.slots {
+		if r := s.slots[i].req; r != nil && r.id == id {
+			if !r.cancelled {
+				r.cancelled = true
+				dst = s.cut(v, dst)
+			}
+			return dst, true
+		}
+	}
+	return dst, false
 }
 
 func (s *Server) newRequest() *request {
@@ -342,7 +377,7 @@ func (s *Server) finish(v time.Duration, dst []Event) []Event {
 				}
 				sl.state = slotDecode
 				sl.req.promptEnd = t
-				if sl.req.target > 0 {
+				if sl.req.target > 0 && !sl.req.cancelled {
 					sl.gen = 1
 					dst = append(dst, s.tokenEvent(EventFirstToken, sl.req, 1, t))
 				}
@@ -352,7 +387,7 @@ func (s *Server) finish(v time.Duration, dst []Event) []Event {
 	}
 	for i := range s.slots {
 		sl := &s.slots[i]
-		if sl.state == slotDecode && sl.gen >= sl.req.target {
+		if sl.state != slotIdle && (sl.req.cancelled || (sl.state == slotDecode && sl.gen >= sl.req.target)) {
 			dst = s.complete(sl, t, dst)
 		}
 	}
@@ -363,6 +398,11 @@ func (s *Server) finish(v time.Duration, dst []Event) []Event {
 // complete finishes the request of sl at model time t.
 func (s *Server) complete(sl *slot, t time.Duration, dst []Event) []Event {
 	r := sl.req
+	if sl.state == slotPrefill {
+		// Cancelled during its prompt: the slot keeps what was processed.
+		sl.gen = 0
+		r.promptEnd = t
+	}
 	res := &Result{
 		ID:           r.id,
 		Slot:         sl.id,
@@ -373,17 +413,25 @@ func (s *Server) complete(sl *slot, t time.Duration, dst []Event) []Event {
 		Output:       r.out,
 		Stop:         r.stop,
 		ContextFull:  r.full,
+		Cancelled:    r.cancelled,
 		Submitted:    r.submitted,
 		Started:      r.started,
 		PromptDone:   r.promptEnd,
 		Done:         t,
 	}
+	if r.cancelled {
+		res.PromptN = min(sl.pos, len(r.toks)) - r.cacheN
+		res.Output = Output{Text: r.out.Text[:endOf(&r.out, sl.gen)], Tokens: r.out.Tokens[:sl.gen], Ends: r.out.Ends[:sl.gen]}
+		res.PredictedN = sl.gen
+	}
 	// The KV cache now holds the prompt and every generated token but the
-	// last one, which was sampled and never decoded.
+	// last one, which was sampled and never decoded (or, for a request
+	// cancelled during its prompt, the part of the prompt processed).
+	sl.toks = sl.toks[:min(sl.pos, len(sl.toks))]
 	if sl.gen > 1 {
 		sl.toks = append(sl.toks, r.out.Tokens[:sl.gen-1]...)
 	}
-	sl.blocks = append(sl.blocks[:0], r.blocks...)
+	sl.blocks = append(sl.blocks[:0], r.blocks[:min(len(r.blocks), len(sl.toks)/blockSize)]...)
 	sl.blocks = chainHashes(sl.blocks, sl.toks)
 	s.idx.add(sl.blocks)
 	sl.indexed = true
@@ -648,4 +696,12 @@ func (s *Server) newEntry() *entry {
 func (s *Server) recycle(e *entry) {
 	e.toks, e.blocks, e.bytes = e.toks[:0], e.blocks[:0], 0
 	s.spare = append(s.spare, e)
+}
+
+// endOf is the end offset in o.Text of its first n tokens.
+func endOf(o *Output, n int) int {
+	if n == 0 {
+		return 0
+	}
+	return int(o.Ends[n-1])
 }

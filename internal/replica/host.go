@@ -270,12 +270,15 @@ func (h *Host) submit(member int, req model.Request, w *waiter) (model.ID, time.
 	return id, now, nil
 }
 
-// abandon forgets the waiter of a request whose client went away. The
-// model still finishes the request.
+// abandon cancels a request whose client went away: like llama.cpp, the
+// replica stops working on it at the next step and frees its slot.
 func (h *Host) abandon(member int, id model.ID) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.waiters, wkey{member, id})
+	if !h.closed && h.group.Cancel(h.nowLocked(), member, id) {
+		h.poke()
+	}
 }
 
 // inspect runs fn on a replica's server (as of the driver's last step)

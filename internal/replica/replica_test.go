@@ -335,3 +335,44 @@ func TestServeOnALoopbackListener(t *testing.T) {
 		t.Errorf("Serve returned %v after cancel", err)
 	}
 }
+
+func TestClientGoneCancelsTheRequest(t *testing.T) {
+	// A client that disconnects frees its slot: the replica stops
+	// generating for it (llama.cpp cancels the task).
+	clk := NewManualClock(epoch)
+	h, err := NewHost(Options{Model: model.DefaultConfig(), Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	r, _ := h.Add("llm-0", 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	req := httptest.NewRequest("POST", "/completion", strings.NewReader(`{"prompt":"a long answer please","n_predict":500}`)).WithContext(ctx)
+	done := make(chan int)
+	go func() {
+		rec := httptest.NewRecorder()
+		r.ServeHTTP(rec, req)
+		done <- rec.Code
+	}()
+	processing := func() int {
+		var n int
+		h.inspect(0, func(s *model.Server, _ time.Duration) { n = s.Stats().Processing })
+		return n
+	}
+	for processing() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	clk.Advance(2 * time.Second)
+	cancel()
+	<-done
+	for i := 0; processing() != 0; i++ {
+		if i > 5000 {
+			t.Fatal("the slot is still busy after the client went away")
+		}
+		clk.Advance(100 * time.Millisecond)
+		time.Sleep(time.Millisecond)
+	}
+	if rec := do(t, r, "GET", "/slots", ""); strings.Contains(rec.Body.String(), `"is_processing":true`) {
+		t.Errorf("slots after cancel: %s", rec.Body)
+	}
+}
