@@ -16,9 +16,9 @@ var sink int
 // model time; the replica keeps 1 to 4 requests in flight. One iteration
 // is one request: submit, plus advancing the replica through its events.
 //
-//   - tokens=incremental: the caller keeps each conversation's tokens and
-//     tokenizes only the new message (AppendMessageTokens), as a simulator
-//     does;
+//   - tokens=incremental: the caller keeps each conversation's tokens,
+//     tokenizes only the new user message (AppendMessageTokens) and reuses
+//     the answer's tokens (AppendAssistantTokens), as a simulator does;
 //   - tokens=full: the caller tokenizes the whole rendered conversation
 //     every turn (~4,000 characters).
 func BenchmarkModel(b *testing.B) {
@@ -43,7 +43,7 @@ func benchModel(b *testing.B, full bool) {
 		users[i] = GenerateAnswer(uint64(i), 7, 30).Text
 	}
 	doc := GenerateAnswer(99, 99, 700).Text
-	answers := map[ID]string{}
+	answers := map[ID]Output{}
 	owner := map[ID]int{}
 	var evs []Event
 	now := time.Duration(0)
@@ -63,16 +63,19 @@ func benchModel(b *testing.B, full bool) {
 					evs = r.Advance(now, evs[:0])
 					for _, e := range evs {
 						if e.Kind == EventDone {
-							answers[e.ID] = e.Result.Output.Text
+							answers[e.ID] = e.Result.Output
 						}
 					}
 					ans, ok = answers[c.last]
 				}
 			}
 			delete(answers, c.last)
-			m := Message{Role: "assistant", Content: ans}
-			c.msgs = append(c.msgs, m)
-			c.toks = AppendMessageTokens(c.toks, m)
+			c.msgs = append(c.msgs, Message{Role: "assistant", Content: ans.Text})
+			if full {
+				c.toks = AppendMessageTokens(c.toks, c.msgs[len(c.msgs)-1])
+			} else {
+				c.toks = AppendAssistantTokens(c.toks, &ans)
+			}
 		}
 		if len(c.toks) > 1500 || c.msgs == nil {
 			c.msgs = c.msgs[:0]
@@ -89,7 +92,12 @@ func benchModel(b *testing.B, full bool) {
 		if full {
 			prompt = Tokenize(RenderChat(c.msgs))
 		} else {
-			prompt = AppendGenerationPrompt(c.toks[:len(c.toks):len(c.toks)])
+			// The prompt shares c.toks's memory: the model reads it until
+			// the request is done, and the conversation only grows after
+			// that (appending the answer rewrites the same header tokens).
+			n := len(c.toks)
+			prompt = AppendGenerationPrompt(c.toks)
+			c.toks = prompt[:n]
 		}
 		promptTokens += len(prompt)
 		now += 2 * time.Second
@@ -101,14 +109,14 @@ func benchModel(b *testing.B, full bool) {
 			evs = r.Advance(at, evs[:0])
 			for _, e := range evs {
 				if e.Kind == EventDone {
-					answers[e.ID] = e.Result.Output.Text
+					answers[e.ID] = e.Result.Output
 				}
 			}
 		}
 		evs = r.Advance(now, evs[:0])
 		for _, e := range evs {
 			if e.Kind == EventDone {
-				answers[e.ID] = e.Result.Output.Text
+				answers[e.ID] = e.Result.Output
 			}
 		}
 		id, err := r.Submit(now, Request{Tokens: prompt, NPredict: 64})

@@ -112,10 +112,23 @@ func ChatTokens(msgs []Message) []Token {
 func AppendMessageTokens(dst []Token, m Message) []Token {
 	dst = append(dst, TokImStart)
 	dst = AppendTokens(dst, m.Role)
-	dst = append(dst, pieceID("\n"))
+	dst = append(dst, tokNewline)
 	dst = AppendTokens(dst, m.Content)
-	return append(dst, TokImEnd, pieceID("\n"))
+	return append(dst, TokImEnd, tokNewline)
 }
+
+// AppendAssistantTokens appends the tokens of an assistant message whose
+// content is out.Text, an answer of GenerateAnswer (or a Result): the same
+// tokens as AppendMessageTokens(dst, Message{"assistant", out.Text}),
+// without tokenizing the answer again.
+func AppendAssistantTokens(dst []Token, out *Output) []Token {
+	dst = AppendGenerationPrompt(dst)
+	dst = append(dst, out.Tokens...)
+	return append(dst, TokImEnd, tokNewline)
+}
+
+// assistantHeader is the tokens of "<|im_start|>assistant\n".
+var assistantHeader = Tokenize(ImStart + "assistant\n")
 
 // NeedsDefaultSystem reports whether RenderChat adds DefaultSystemPrompt
 // before msgs (their first message is not a system message).
@@ -123,7 +136,5 @@ func NeedsDefaultSystem(msgs []Message) bool { return needsDefaultSystem(msgs) }
 
 // AppendGenerationPrompt appends the tokens of "<|im_start|>assistant\n".
 func AppendGenerationPrompt(dst []Token) []Token {
-	dst = append(dst, TokImStart)
-	dst = AppendTokens(dst, "assistant")
-	return append(dst, pieceID("\n"))
+	return append(dst, assistantHeader...)
 }

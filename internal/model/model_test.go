@@ -565,3 +565,30 @@ func TestCancel(t *testing.T) {
 		t.Errorf("processing=%d deferred=%d after cancelling everything", st.Processing, st.Deferred)
 	}
 }
+
+func TestIsPrefix(t *testing.T) {
+	mk := func(toks []Token) *seq { return &seq{toks: toks, blocks: chainHashes(nil, toks)} }
+	long := seqTokens(1, 300)
+	other := slices.Clone(long)
+	other[200] ^= 1
+	tests := []struct {
+		name string
+		a, b []Token
+		want bool
+	}{
+		{"equal", long, long, true},                                     // a sequence is its own prefix
+		{"shorter, inside a block", long[:100], long, true},             // 1 full block + 36 tokens
+		{"shorter, on a block edge", long[:128], long, true},            // exactly 2 blocks
+		{"longer", long, long[:100], false},                             // cannot be a prefix
+		{"differs in a full block", long[:256], other, false},           // block 3 differs
+		{"differs in the tail", long[:220], other[:250], false},         // token 200 differs, in a partial block
+		{"empty", nil, long, true},                                      // the empty sequence is everyone's prefix
+		{"short sequences", seqTokens(2, 10), seqTokens(2, 30), true},   // no full block at all
+		{"short, different", seqTokens(2, 10), seqTokens(3, 30), false}, // no full block, tokens differ
+	}
+	for _, tt := range tests {
+		if got := isPrefix(mk(tt.a), mk(tt.b)); got != tt.want {
+			t.Errorf("%s: isPrefix = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

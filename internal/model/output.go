@@ -62,69 +62,122 @@ func answerLength(seed, key uint64, lo, hi int) int {
 	return min(max(n, lo), hi)
 }
 
+// wordForm is a word as it appears in an answer, pre-tokenized.
+type wordForm struct {
+	text string
+	toks []Token
+	ends []int32 // relative to the start of text
+}
+
+func newWordForm(text string) wordForm {
+	toks, ends := AppendPieces(nil, nil, text)
+	return wordForm{text, toks, ends}
+}
+
+// forms holds, for each word, its three forms: " word" (inside a sentence),
+// " Word" (a sentence after another) and "Word" (the first of a
+// paragraph). Built once; read-only.
+var forms = func() (f [len(words)][3]wordForm) {
+	for i, w := range words {
+		capital := strings.ToUpper(w[:1]) + w[1:]
+		f[i] = [3]wordForm{newWordForm(" " + w), newWordForm(" " + capital), newWordForm(capital)}
+	}
+	return f
+}()
+
+var (
+	tokComma    = pieceID(",")
+	tokPeriod   = pieceID(".")
+	tokQuestion = pieceID("?")
+	tokNewline  = pieceID("\n")
+)
+
+// answerWriter accumulates an answer's text, tokens and token ends.
+type answerWriter struct {
+	b    strings.Builder
+	toks []Token
+	ends []int32
+}
+
+// form appends a pre-tokenized chunk.
+func (w *answerWriter) form(f *wordForm) {
+	off := int32(w.b.Len())
+	w.b.WriteString(f.text)
+	w.toks = append(w.toks, f.toks...)
+	for _, e := range f.ends {
+		w.ends = append(w.ends, off+e)
+	}
+}
+
+// one appends a one-token chunk.
+func (w *answerWriter) one(text string, tok Token) {
+	w.b.WriteString(text)
+	w.toks = append(w.toks, tok)
+	w.ends = append(w.ends, int32(w.b.Len()))
+}
+
 // GenerateAnswer returns the first n tokens of the deterministic answer for
 // (seed, key), where key identifies the prompt (see PromptKey). The text is
 // sentences of words; the answer stops after exactly n tokens, possibly in
 // the middle of a word, as a generation cut by n_predict does.
+//
+// Every chunk appended (a word with its leading space, a punctuation mark,
+// a newline, a number) starts at a token boundary of the whole text, so the
+// tokens are Tokenize(Text).
 func GenerateAnswer(seed, key uint64, n int) Output {
 	if n <= 0 {
 		return Output{}
 	}
-	var b strings.Builder
-	b.Grow(n*5 + 16)
-	toks := make([]Token, 0, n+8)
-	ends := make([]int32, 0, n+8)
+	var w answerWriter
+	w.b.Grow(n*5 + 16)
+	w.toks = make([]Token, 0, n+8)
+	w.ends = make([]int32, 0, n+8)
 	state := seed ^ splitmix64(key)
 	rnd := func() uint64 {
 		state += 0x9E3779B97F4A7C15
 		return splitmix64(state)
 	}
-	// emit appends a chunk that starts at a token boundary.
-	emit := func(chunk string) {
-		off := int32(b.Len())
-		b.WriteString(chunk)
-		k := len(ends)
-		toks, ends = AppendPieces(toks, ends, chunk)
-		for ; k < len(ends); k++ {
-			ends[k] += off
-		}
-	}
-	first := true
-	for len(toks) < n {
+	paragraph := true
+	for len(w.toks) < n {
 		nw := 4 + int(rnd()%12)
-		for w := 0; w < nw && len(toks) < n; w++ {
+		for i := 0; i < nw && len(w.toks) < n; i++ {
 			r := rnd()
-			word := words[r%uint64(len(words))]
-			if w == 0 {
-				word = strings.ToUpper(word[:1]) + word[1:]
+			form := 0 // " word"
+			switch {
+			case i == 0 && paragraph:
+				form = 2 // "Word"
+			case i == 0:
+				form = 1 // " Word"
 			}
-			if !first {
-				word = " " + word
-			}
-			first = false
-			if (r>>32)%23 == 0 {
-				emit(word)
-				emit(" " + itoa(int((r>>40)%2000)))
-				continue
-			}
-			emit(word)
-			if w+1 < nw && (r>>20)%9 == 0 {
-				emit(",")
+			paragraph = false
+			w.form(&forms[r%uint64(len(words))][form])
+			switch {
+			case (r>>32)%23 == 0:
+				num := " " + itoa(int((r>>40)%2000))
+				off := int32(w.b.Len())
+				w.b.WriteString(num)
+				k := len(w.ends)
+				w.toks, w.ends = AppendPieces(w.toks, w.ends, num)
+				for ; k < len(w.ends); k++ {
+					w.ends[k] += off
+				}
+			case i+1 < nw && (r>>20)%9 == 0:
+				w.one(",", tokComma)
 			}
 		}
-		if (rnd() % 10) == 0 {
-			emit("?")
+		if rnd()%10 == 0 {
+			w.one("?", tokQuestion)
 		} else {
-			emit(".")
+			w.one(".", tokPeriod)
 		}
 		if rnd()%4 == 0 {
-			emit("\n")
-			emit("\n")
-			first = true
+			w.one("\n", tokNewline)
+			w.one("\n", tokNewline)
+			paragraph = true
 		}
 	}
-	text := b.String()
-	toks, ends = toks[:n], ends[:n]
+	text := w.b.String()
+	toks, ends := w.toks[:n], w.ends[:n]
 	return Output{Text: text[:ends[n-1]], Tokens: toks, Ends: ends}
 }
 

@@ -1,5 +1,7 @@
 package model
 
+import "math/bits"
+
 // Prefix matching. A replica must find, among its idle slots and its RAM
 // cache entries, the one sharing the longest common prefix (LCP) with a new
 // prompt. Comparing token by token with every entry would cost
@@ -31,13 +33,15 @@ func chainHashes(dst []uint64, toks []Token) []uint64 {
 
 func hashBlock(h uint64, blk []Token) uint64 {
 	h ^= 0x243F6A8885A308D3
-	for i := 0; i+1 < len(blk); i += 2 {
-		v := uint64(uint32(blk[i])) | uint64(uint32(blk[i+1]))<<32
-		h = (h ^ v) * 0x9E3779B97F4A7C15
+	i := 0
+	for ; i+3 < len(blk); i += 4 {
+		a := uint64(uint32(blk[i])) | uint64(uint32(blk[i+1]))<<32
+		b := uint64(uint32(blk[i+2])) | uint64(uint32(blk[i+3]))<<32
+		h = (h^a)*0x9E3779B97F4A7C15 + bits.RotateLeft64(b*0xC2B2AE3D27D4EB4F, 31)
 		h ^= h >> 29
 	}
-	if len(blk)%2 == 1 {
-		h = (h ^ uint64(uint32(blk[len(blk)-1]))) * 0x9E3779B97F4A7C15
+	for ; i < len(blk); i++ {
+		h = (h ^ uint64(uint32(blk[i]))) * 0x9E3779B97F4A7C15
 		h ^= h >> 29
 	}
 	return splitmix64(h)
@@ -54,8 +58,6 @@ func promptKey(toks []Token, blocks []uint64) uint64 {
 	var h uint64
 	if len(blocks) > 0 {
 		h = blocks[len(blocks)-1]
-	} else {
-		blocks = nil
 	}
 	rest := toks[len(blocks)*blockSize:]
 	for len(rest) >= blockSize {
@@ -94,6 +96,20 @@ func (s *seq) lcp(toks []Token, blocks []uint64) int {
 	}
 	off := d * blockSize
 	return off + commonPrefix(s.toks[off:], toks[off:])
+}
+
+// isPrefix reports whether a's tokens are a prefix of b's, comparing one
+// block hash and at most one block of tokens.
+func isPrefix(a, b *seq) bool {
+	if len(a.toks) > len(b.toks) {
+		return false
+	}
+	nb := len(a.blocks)
+	if nb > 0 && b.blocks[nb-1] != a.blocks[nb-1] {
+		return false
+	}
+	off := nb * blockSize
+	return commonPrefix(a.toks[off:], b.toks[off:len(a.toks)]) == len(a.toks)-off
 }
 
 // prefixIndex counts, for each chain hash, the indexed sequences holding it.

@@ -646,13 +646,13 @@ func (s *Server) save(q *seq) {
 	}
 	for i := 0; i < len(s.cache); i++ {
 		e := s.cache[i]
-		switch l := e.lcp(q.toks, q.blocks); {
-		case l == len(q.toks):
+		switch {
+		case isPrefix(q, &e.seq):
 			// q is already cached (as e or a prefix of e): refresh e.
 			copy(s.cache[i:], s.cache[i+1:])
 			s.cache[len(s.cache)-1] = e
 			return
-		case l == len(e.toks):
+		case isPrefix(&e.seq, q):
 			s.dropEntry(i)
 			s.recycle(e)
 			i--

@@ -115,6 +115,17 @@ func TestNextTurnExtendsPromptAndAnswer(t *testing.T) {
 	}
 }
 
+func TestAppendAssistantTokens(t *testing.T) {
+	for _, n := range []int{1, 5, 64, 300} {
+		out := GenerateAnswer(2, uint64(n), n)
+		got := AppendAssistantTokens(nil, &out)
+		want := AppendMessageTokens(nil, Message{Role: "assistant", Content: out.Text})
+		if !slices.Equal(got, want) {
+			t.Errorf("answer of %d tokens: %v, want %v", n, got, want)
+		}
+	}
+}
+
 func TestGenerateAnswer(t *testing.T) {
 	a := GenerateAnswer(7, 99, 250)
 	if len(a.Tokens) != 250 || len(a.Ends) != 250 {
