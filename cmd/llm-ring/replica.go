@@ -2,23 +2,28 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 
 	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/replica"
 )
 
-// cmdReplica serves one simulated llama.cpp replica.
+// cmdReplica serves simulated llama.cpp replicas: one by default, or
+// several in this process (comma-separated --name and --listen), which
+// can share one compute budget (--shared-cpu).
 func cmdReplica(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("replica", stderr)
-	listen := fs.String("listen", "127.0.0.1:8081", "address to listen on")
-	name := fs.String("name", "llm-0", "replica name (in logs and chat completion ids)")
+	listen := fs.String("listen", "127.0.0.1:8081", "address to listen on; a comma-separated list for several replicas")
+	names := fs.String("name", "llm-0", "replica name; a comma-separated list (one per --listen address) for several replicas")
+	shared := fs.Bool("shared-cpu", false, "replicas of this process share one compute budget (k busy replicas each run k times slower)")
 	speed := fs.Float64("speed", 1, "model time runs this many times faster than wall time (timings stay in model time)")
-	loadDelay := fs.Duration("load-delay", 0, "model time during which /health answers 503 \"Loading model\"")
+	loadDelay := fs.Duration("load-delay", 0, "model time during which the replica answers 503 \"Loading model\"")
 	alias := fs.String("alias", replica.DefaultAlias, "model name reported in answers")
 	quiet := fs.Bool("quiet", false, "do not log one line per request")
 	cfg := model.DefaultConfig()
@@ -29,27 +34,51 @@ func cmdReplica(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := cfg.Validate(); err != nil {
 		return usageError{err}
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
-	opts := replica.Options{Model: cfg, Speed: *speed, Alias: *alias}
+	nameList, addrList := splitList(*names), splitList(*listen)
+	if len(nameList) == 0 || len(nameList) != len(addrList) {
+		return usageError{fmt.Errorf("--name has %d names and --listen %d addresses: give one address per replica", len(nameList), len(addrList))}
+	}
+	opts := replica.Options{Model: cfg, SharedCPU: *shared, Speed: *speed, Alias: *alias}
 	if !*quiet {
-		opts.Logger = log
+		opts.Logger = slog.New(slog.NewTextHandler(stderr, nil))
 	}
 	h, err := replica.NewHost(opts)
 	if err != nil {
 		return usageError{err}
 	}
 	defer h.Close()
-	r, err := h.Add(*name, *loadDelay)
-	if err != nil {
-		return usageError{err}
+
+	errc := make(chan error, len(nameList))
+	for i, name := range nameList {
+		r, err := h.Add(name, *loadDelay)
+		if err != nil {
+			return usageError{err}
+		}
+		ln, err := net.Listen("tcp", addrList[i])
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "replica %s listening on http://%s (speed %gx, %d slots of %d tokens, %d MiB RAM cache, shared CPU %v)\n",
+			name, ln.Addr(), *speed, cfg.NParallel, cfg.SlotContext(), cfg.CacheRAMMiB, *shared)
+		go func() { errc <- replica.Serve(ctx, ln, r) }()
 	}
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return err
+	var errs []error
+	for range nameList {
+		if err := <-errc; err != nil {
+			errs = append(errs, err)
+		}
 	}
-	fmt.Fprintf(stdout, "replica %s listening on http://%s (speed %gx, %d slots of %d tokens, %d MiB RAM cache)\n",
-		*name, ln.Addr(), *speed, cfg.NParallel, cfg.SlotContext(), cfg.CacheRAMMiB)
-	return replica.Serve(ctx, ln, r)
+	return errors.Join(errs...)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // modelFlags defines a flag for every model parameter, defaulting to cfg.
