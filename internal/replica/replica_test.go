@@ -376,3 +376,57 @@ func TestClientGoneCancelsTheRequest(t *testing.T) {
 		t.Errorf("slots after cancel: %s", rec.Body)
 	}
 }
+
+func TestConcurrentRequestsOnASharedHost(t *testing.T) {
+	// Many clients at once on two replicas sharing a CPU, on the real
+	// clock at high speed: every answer is whole and consistent, and the
+	// race detector watches the host's locking.
+	h, err := NewHost(Options{Model: model.DefaultConfig(), SharedCPU: true, Speed: 2000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	reps := make([]*Replica, 2)
+	for i := range reps {
+		reps[i], _ = h.Add(fmt.Sprintf("llm-%d", i), 0)
+	}
+	const clients = 12
+	errc := make(chan error, clients)
+	for c := 0; c < clients; c++ {
+		go func() {
+			r := reps[c%2]
+			stream := c%3 == 0
+			body := fmt.Sprintf(`{"prompt":"client %d asks about rings and loads","n_predict":%d,"stream":%v}`, c, 8+c, stream)
+			rec := httptest.NewRecorder()
+			r.ServeHTTP(rec, httptest.NewRequest("POST", "/completion", strings.NewReader(body)))
+			if rec.Code != 200 {
+				errc <- fmt.Errorf("client %d: %d %s", c, rec.Code, rec.Body)
+				return
+			}
+			data := rec.Body.String()
+			if stream {
+				evs := strings.Split(strings.TrimSpace(data), "\n\n")
+				data = strings.TrimPrefix(evs[len(evs)-1], "data: ")
+				if len(evs) != 8+c+1 {
+					errc <- fmt.Errorf("client %d: %d stream events, want %d", c, len(evs), 8+c+1)
+					return
+				}
+			}
+			var out wire.CompletionResponse
+			if err := json.Unmarshal([]byte(data), &out); err != nil {
+				errc <- fmt.Errorf("client %d: %v in %s", c, err, data)
+				return
+			}
+			if out.TokensPredicted != 8+c || out.Timings.CacheN+out.Timings.PromptN != out.TokensEvaluated {
+				errc <- fmt.Errorf("client %d: inconsistent answer %s", c, data)
+				return
+			}
+			errc <- nil
+		}()
+	}
+	for c := 0; c < clients; c++ {
+		if err := <-errc; err != nil {
+			t.Error(err)
+		}
+	}
+}
