@@ -214,7 +214,7 @@ func Tokenize(text string) []Token {
 // AppendTokens appends the tokens of text to dst and returns the result.
 func AppendTokens(dst []Token, text string) []Token {
 	for i := 0; i < len(text); {
-		end, sp := next(text, i)
+		end, sp := fastNext(text, i)
 		if sp != 0 {
 			dst = append(dst, sp)
 		} else {
@@ -225,11 +225,37 @@ func AppendTokens(dst []Token, text string) []Token {
 	return dst
 }
 
+// fastNext is next with a fast path for the common case: an ASCII word
+// piece, with or without one leading space.
+func fastNext(text string, i int) (int, Token) {
+	n := len(text)
+	ws := i
+	if text[i] == ' ' && i+1 < n {
+		ws = i + 1
+	}
+	if asciiClass[text[ws]] != clsLetter {
+		return next(text, i)
+	}
+	var c1 byte
+	if ws+1 < n {
+		c1 = text[ws+1]
+	}
+	limit := min(ws+pieceLen(text[ws], c1), n)
+	j := ws + 1
+	for j < limit && asciiClass[text[j]] == clsLetter {
+		j++
+	}
+	if j < limit && text[j] >= utf8.RuneSelf {
+		return next(text, i) // the word may go on with non-ASCII letters
+	}
+	return j, 0
+}
+
 // Count returns len(Tokenize(text)) without allocating.
 func Count(text string) int {
 	n := 0
 	for i := 0; i < len(text); n++ {
-		i, _ = next(text, i)
+		i, _ = fastNext(text, i)
 	}
 	return n
 }
@@ -238,7 +264,7 @@ func Count(text string) int {
 // text) of each token to ends: token k is text[ends[k-1]:ends[k]].
 func AppendPieces(dst []Token, ends []int32, text string) ([]Token, []int32) {
 	for i := 0; i < len(text); {
-		end, sp := next(text, i)
+		end, sp := fastNext(text, i)
 		if sp != 0 {
 			dst = append(dst, sp)
 		} else {

@@ -73,6 +73,25 @@ func TestTokenizeIsStableWhenCutAtATokenBoundary(t *testing.T) {
 	}
 }
 
+func TestFastPathAgreesWithTheScanner(t *testing.T) {
+	texts := []string{prose, "  two spaces", " café au lait", "naïve résumé x", "a\tb  c\n d", GenerateAnswer(5, 5, 400).Text, "end with space ", " "}
+	for _, text := range texts {
+		var want []Token
+		for i := 0; i < len(text); {
+			end, sp := next(text, i)
+			if sp != 0 {
+				want = append(want, sp)
+			} else {
+				want = append(want, pieceID(text[i:end]))
+			}
+			i = end
+		}
+		if got := Tokenize(text); !slices.Equal(got, want) {
+			t.Errorf("%q: fast path %v, scanner %v", text, got, want)
+		}
+	}
+}
+
 func TestTokenIDsAreInRange(t *testing.T) {
 	for _, tok := range Tokenize(prose + strings.Repeat("xyzzy ", 50)) {
 		if tok < 0 || tok >= VocabSize {
