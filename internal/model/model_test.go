@@ -592,3 +592,21 @@ func TestIsPrefix(t *testing.T) {
 		}
 	}
 }
+
+func TestLongQueueStaysFIFO(t *testing.T) {
+	// 300 requests queued on one slot (the queue compacts as it drains):
+	// they start in submission order.
+	cfg := DefaultConfig()
+	cfg.NParallel, cfg.CtxSize = 1, 4096
+	r := mustNew(t, cfg)
+	var ids []ID
+	for i := 0; i < 300; i++ {
+		ids = append(ids, mustSubmit(t, r, time.Duration(i)*time.Millisecond, Request{Tokens: seqTokens(i, 12), NPredict: 2}))
+	}
+	res := run(t, r)
+	for i := 1; i < len(ids); i++ {
+		if res[ids[i]].Started != res[ids[i-1]].Done {
+			t.Fatalf("request %d started at %v, not when %d finished (%v)", i, res[ids[i]].Started, i-1, res[ids[i-1]].Done)
+		}
+	}
+}

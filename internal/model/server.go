@@ -467,6 +467,11 @@ func (s *Server) plan(v time.Duration, dst []Event) []Event {
 	}
 	if s.qhead == len(s.queue) {
 		s.queue, s.qhead = s.queue[:0], 0
+	} else if s.qhead > 64 && 2*s.qhead > len(s.queue) {
+		// Under sustained overload the queue never drains: compact it.
+		n := copy(s.queue, s.queue[s.qhead:])
+		clear(s.queue[n:])
+		s.queue, s.qhead = s.queue[:n], 0
 	}
 	c := &s.cfg
 	g := &s.seg
