@@ -610,3 +610,34 @@ func TestLongQueueStaysFIFO(t *testing.T) {
 		}
 	}
 }
+
+func TestArrivalJoinsAtTheNextStepBoundary(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.AttnCost = 0
+	cfg.AnswerMin, cfg.AnswerMax = 1000, 1000
+	prompt := cfg.StepOverhead + 10*cfg.TokenCost // A's prompt step: 146 ms
+	step := cfg.StepOverhead + cfg.TokenCost      // A alone: 31.7 ms per step
+	tests := []struct {
+		name    string
+		arrival time.Duration
+		started time.Duration
+	}{
+		// Exactly on the boundary after A's third decode step: B joins there.
+		{"on a boundary", prompt + 3*step, prompt + 3*step},
+		// Just after it: B waits for the end of the step in progress.
+		{"1 ns after a boundary", prompt + 3*step + 1, prompt + 4*step},
+		// Just before it: B joins at that boundary.
+		{"1 ns before a boundary", prompt + 3*step - 1, prompt + 3*step},
+		// While A's prompt is processed: B waits for the prompt step.
+		{"during a prompt step", prompt / 2, prompt},
+	}
+	for _, tt := range tests {
+		r := mustNew(t, cfg)
+		mustSubmit(t, r, 0, Request{Tokens: seqTokens(1, 10), NPredict: 50})
+		runUntil(r, tt.arrival)
+		b := mustSubmit(t, r, tt.arrival, Request{Tokens: seqTokens(2, 10), NPredict: 5})
+		if got := run(t, r)[b].Started; got != tt.started {
+			t.Errorf("%s: B started at %v, want %v", tt.name, got, tt.started)
+		}
+	}
+}

@@ -46,6 +46,7 @@ func newReplica(h *Host, index int, name string, readyAt time.Duration) *Replica
 		"/completions":           {http.MethodPost, r.completion, false},
 		wire.PathChatCompletions: {http.MethodPost, r.chat, false},
 		"/chat/completions":      {http.MethodPost, r.chat, false},
+		wire.PathCompletions:     {http.MethodPost, r.oaiCompletion, false},
 		"/tokenize":              {http.MethodPost, r.tokenize, false},
 		"/health":                {http.MethodGet, r.health, true},
 		"/v1/health":             {http.MethodGet, r.health, true},
@@ -229,6 +230,74 @@ func (r *Replica) chat(w http.ResponseWriter, req *http.Request) {
 	r.logResult(req, res)
 	last := chunk
 	last.Choices = []wire.ChatChoice{{Delta: &wire.ChatDelta{}, FinishReason: wire.Ptr(finishReason(res))}}
+	last.Usage = usageOf(res)
+	last.Timings = timingsOf(res)
+	if sse.send(last) == nil {
+		sse.done()
+	}
+}
+
+// oaiCompletion serves the OpenAI-compatible POST /v1/completions.
+func (r *Replica) oaiCompletion(w http.ResponseWriter, req *http.Request) {
+	var body wire.CompletionsRequest
+	if !decode(w, req, &body) {
+		return
+	}
+	toks, err := promptTokens(body.Prompt)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, wire.ErrTypeInvalidRequest, err.Error())
+		return
+	}
+	mreq := model.Request{Tokens: toks, NPredict: -1, Seed: seedOf(body.Seed), TokenEvents: body.Stream}
+	for _, n := range []*int{body.MaxTokens, body.NPredict} {
+		if n != nil {
+			mreq.NPredict = *n
+			break
+		}
+	}
+	wt := newWaiter()
+	id, _, err := r.h.submit(r.index, mreq, wt)
+	if err != nil {
+		writeModelError(w, err)
+		return
+	}
+	name := body.Model
+	if name == "" {
+		name = r.h.alias
+	}
+	base := wire.CompletionsResponse{
+		ID:                fmt.Sprintf("cmpl-%s-%d", r.name, id),
+		Object:            "text_completion",
+		Created:           r.h.clock.Now().Unix(),
+		Model:             name,
+		SystemFingerprint: systemFingerprint,
+	}
+	if !body.Stream {
+		res, err := r.await(req.Context(), id, wt, nil)
+		if err != nil {
+			r.awaitFailed(w, err)
+			return
+		}
+		r.logResult(req, res)
+		out := base
+		out.Choices = []wire.CompletionsChoice{{Text: res.Output.Text, FinishReason: wire.Ptr(finishReason(res))}}
+		out.Usage = usageOf(res)
+		out.Timings = timingsOf(res)
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	sse := startSSE(w)
+	res, err := r.await(req.Context(), id, wt, func(ev model.Event) error {
+		c := base
+		c.Choices = []wire.CompletionsChoice{{Text: ev.Piece}}
+		return sse.send(c)
+	})
+	if err != nil {
+		return
+	}
+	r.logResult(req, res)
+	last := base
+	last.Choices = []wire.CompletionsChoice{{FinishReason: wire.Ptr(finishReason(res))}}
 	last.Usage = usageOf(res)
 	last.Timings = timingsOf(res)
 	if sse.send(last) == nil {

@@ -88,6 +88,8 @@ func TestGoldenResponses(t *testing.T) {
 		{"completion_token_ids.json", "POST", "/completion", `{"prompt":[151644, 872, 198, 9707],"n_predict":4,"cache_prompt":false}`, 200},
 		{"chat.json", "POST", "/v1/chat/completions", chatTurn1, 200},
 		{"completion_stream.txt", "POST", "/completion", `{"prompt":"Stream this.","n_predict":5,"stream":true}`, 200},
+		{"v1_completions.json", "POST", "/v1/completions", `{"prompt":"Once upon a time","max_tokens":12}`, 200},
+		{"v1_completions_stream.txt", "POST", "/v1/completions", `{"prompt":"Once upon a time","max_tokens":3,"stream":true}`, 200},
 		{"chat_stream.txt", "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":4,"stream":true}`, 200},
 		{"tokenize.json", "POST", "/tokenize", `{"content":"Hello world, internationalization!"}`, 200},
 		{"tokenize_pieces.json", "POST", "/tokenize", `{"content":"Hello world!","with_pieces":true}`, 200},
