@@ -18,6 +18,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/llm-ring/llm-ring/internal/discovery"
+	"github.com/llm-ring/llm-ring/internal/policy"
+	"github.com/llm-ring/llm-ring/internal/state"
 )
 
 // Router is the router's configuration (config/router.yaml).
@@ -87,8 +89,32 @@ type Kubernetes struct {
 	Kubeconfig string `json:"kubeconfig"`
 }
 
-// Policy names, in the order the registry lists them.
-var Policies = []string{"round-robin", "mod-n", "consistent", "bounded", "llm-aware"}
+// PolicyParams returns the policy settings of c.
+func (c *Router) PolicyParams() policy.Params {
+	unit, _ := policy.ParseUnit(c.BoundedLoadUnit) // validated
+	return policy.Params{
+		Epsilon:          c.Epsilon,
+		Unit:             unit,
+		CacheAwareLoad:   c.LLMAware.CacheAwareLoad,
+		PlacementMemory:  c.LLMAware.PlacementMemory,
+		LongStickiness:   c.LLMAware.LongStickiness,
+		LongPromptTokens: c.LLMAware.LongPromptTokens,
+		LongCapFactor:    c.LLMAware.LongCapFactor,
+	}
+}
+
+// StateConfig returns the routing-state settings of c.
+func (c *Router) StateConfig() state.Config {
+	return state.Config{
+		VirtualNodes:  c.VirtualNodes,
+		CharsPerToken: c.CharsPerToken,
+		MaxEntries:    c.PlacementMemory.MaxEntries,
+		TTL:           c.PlacementMemory.TTL.D(),
+	}
+}
+
+// NewPolicy returns the configured policy.
+func (c *Router) NewPolicy() (policy.Policy, error) { return policy.New(c.Policy, c.PolicyParams()) }
 
 // Duration is a time.Duration written as a Go duration string ("30s", "10m").
 type Duration time.Duration
@@ -284,8 +310,8 @@ func (c *Router) Validate() error {
 	if c.Listen == "" {
 		bad("listen", "must not be empty")
 	}
-	if !slices.Contains(Policies, c.Policy) {
-		bad("policy", "unknown policy %q (want one of %s)", c.Policy, strings.Join(Policies, ", "))
+	if !slices.Contains(policy.Names(), c.Policy) {
+		bad("policy", "unknown policy %q (want one of %s)", c.Policy, strings.Join(policy.Names(), ", "))
 	}
 	if c.VirtualNodes < 1 || c.VirtualNodes > 10000 {
 		bad("virtual_nodes", "must be between 1 and 10000, got %d", c.VirtualNodes)

@@ -1,0 +1,142 @@
+package router
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/llm-ring/llm-ring/internal/wire"
+)
+
+// maxKeep bounds how much of a non-streamed answer the router keeps to read
+// its token counts; a larger answer passes through with counts unknown.
+const maxKeep = 4 << 20
+
+// counts are the token figures a replica reported.
+type counts struct {
+	known                       bool
+	cacheN, promptN, predictedN int
+}
+
+// answerCounts is the part of any answer shape that carries counts:
+// llama.cpp's timings (native and OpenAI-compatible), OpenAI's usage.
+type answerCounts struct {
+	Timings *wire.Timings `json:"timings"`
+	Usage   *wire.Usage   `json:"usage"`
+}
+
+func (a *answerCounts) counts() (counts, bool) {
+	switch {
+	case a.Timings != nil:
+		t := a.Timings
+		return counts{known: true, cacheN: t.CacheN, promptN: t.PromptN, predictedN: t.PredictedN}, true
+	case a.Usage != nil:
+		u := a.Usage
+		cached := 0
+		if u.PromptTokensDetails != nil {
+			cached = u.PromptTokensDetails.CachedTokens
+		}
+		return counts{known: true, cacheN: cached, promptN: max(0, u.PromptTokens-cached), predictedN: u.CompletionTokens}, true
+	}
+	return counts{}, false
+}
+
+// observer passes a replica's answer through to the client unchanged while
+// reading the token counts out of it: from the whole JSON body, or from the
+// SSE events of a stream (the last event with timings or usage wins).
+type observer struct {
+	rc  io.ReadCloser
+	sse bool
+
+	mu    sync.Mutex
+	first time.Time // first byte from the replica
+	eof   bool
+	buf   []byte // whole body (JSON) or the current partial line (SSE)
+	over  bool   // body larger than maxKeep
+	got   counts
+}
+
+func newObserver(rc io.ReadCloser, sse bool) *observer { return &observer{rc: rc, sse: sse} }
+
+func (o *observer) Read(p []byte) (int, error) {
+	n, err := o.rc.Read(p)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if n > 0 {
+		if o.first.IsZero() {
+			o.first = time.Now()
+		}
+		o.feed(p[:n])
+	}
+	if err == io.EOF {
+		o.eof = true
+		if !o.sse && !o.over {
+			var a answerCounts
+			if json.Unmarshal(o.buf, &a) == nil {
+				if c, ok := a.counts(); ok {
+					o.got = c
+				}
+			}
+		}
+	}
+	return n, err
+}
+
+func (o *observer) feed(p []byte) {
+	if !o.sse {
+		if o.over || len(o.buf)+len(p) > maxKeep {
+			o.over, o.buf = true, nil
+			return
+		}
+		o.buf = append(o.buf, p...)
+		return
+	}
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			if len(o.buf)+len(p) <= maxKeep {
+				o.buf = append(o.buf, p...)
+			}
+			return
+		}
+		o.buf = append(o.buf, p[:i]...)
+		o.line(o.buf)
+		o.buf = o.buf[:0]
+		p = p[i+1:]
+	}
+}
+
+// line reads one SSE line; only data lines that mention counts are parsed.
+func (o *observer) line(l []byte) {
+	l = bytes.TrimSuffix(l, []byte("\r"))
+	data, ok := bytes.CutPrefix(l, []byte("data:"))
+	if !ok {
+		return
+	}
+	data = bytes.TrimSpace(data)
+	if !bytes.Contains(data, []byte(`"timings"`)) && !bytes.Contains(data, []byte(`"usage"`)) {
+		return
+	}
+	var a answerCounts
+	if json.Unmarshal(data, &a) == nil {
+		if c, ok := a.counts(); ok {
+			o.got = c
+		}
+	}
+}
+
+func (o *observer) Close() error { return o.rc.Close() }
+
+func (o *observer) complete() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.eof
+}
+
+func (o *observer) counts() counts {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.got
+}

@@ -1,0 +1,249 @@
+package router
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/llm-ring/llm-ring/internal/wire"
+)
+
+// apiKind is one of the proxied APIs.
+type apiKind uint8
+
+const (
+	kindCompletion  apiKind = iota + 1 // llama.cpp POST /completion
+	kindChat                           // OpenAI POST /v1/chat/completions
+	kindCompletions                    // OpenAI POST /v1/completions
+)
+
+func kindOf(path string) apiKind {
+	switch path {
+	case wire.PathCompletion:
+		return kindCompletion
+	case wire.PathChatCompletions:
+		return kindChat
+	case wire.PathCompletions:
+		return kindCompletions
+	}
+	return 0
+}
+
+// parsed is what the router reads from a request before routing it.
+type parsed struct {
+	key       string // conversation key
+	keySource string // "header:<name>", "body:<field>" or "prefix"
+	turn      int    // x-turn header, else user messages counted (chat), else 0
+	chars     int    // prompt length in characters (the token estimate's input)
+	tokens    int    // prompt token ids given directly (token-array prompts)
+	maxTokens int    // requested output, or the default
+	stream    bool
+}
+
+// keyRules says how to identify a conversation.
+type keyRules struct {
+	headers     []string
+	bodyField   string
+	prefixChars int
+	defaultMax  int
+}
+
+// httpError is an error with an HTTP status and an OpenAI error type.
+type httpError struct {
+	status int
+	typ    string
+	msg    string
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) *httpError {
+	return &httpError{http.StatusBadRequest, wire.ErrTypeInvalidRequest, fmt.Sprintf(format, args...)}
+}
+
+// chatOverheadChars approximates the characters a chat template adds per
+// message (role markers and separators, as in ChatML's
+// "<|im_start|>role\n…<|im_end|>\n"), so the estimate counts them too.
+const chatOverheadChars = 24
+
+// parseRequest reads the body of a proxied request. Errors are 400s that
+// name the field.
+func parseRequest(kind apiKind, h http.Header, body []byte, rules *keyRules) (parsed, error) {
+	var p parsed
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil {
+		if len(bytes.TrimSpace(body)) == 0 {
+			return p, badRequest("request body is empty; expected a JSON object")
+		}
+		if bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")) {
+			return p, badRequest("malformed JSON body: %v", err)
+		}
+		if !json.Valid(body) {
+			return p, badRequest("request body is not JSON")
+		}
+		return p, badRequest("request body must be a JSON object")
+	}
+	if top == nil {
+		return p, badRequest("request body must be a JSON object, not null")
+	}
+	var err error
+	if p.stream, err = optBool(top, "stream"); err != nil {
+		return p, err
+	}
+	if p.maxTokens, err = maxTokens(kind, top, rules.defaultMax); err != nil {
+		return p, err
+	}
+	var start string // the conversation's start, for the prefix key
+	switch kind {
+	case kindChat:
+		start, err = p.parseMessages(top, rules.prefixChars)
+	default:
+		start, err = p.parsePrompt(top, rules.prefixChars)
+	}
+	if err != nil {
+		return p, err
+	}
+
+	// Conversation key: configured headers, then the body field, then the start.
+	for _, name := range rules.headers {
+		if v := strings.TrimSpace(h.Get(name)); v != "" {
+			p.key, p.keySource = v, "header:"+strings.ToLower(name)
+			break
+		}
+	}
+	if p.key == "" && rules.bodyField != "" {
+		if raw, ok := top[rules.bodyField]; ok && !isNull(raw) {
+			var s string
+			if err := json.Unmarshal(raw, &s); err != nil {
+				return p, badRequest("%s: must be a string", rules.bodyField)
+			}
+			if s != "" {
+				p.key, p.keySource = s, "body:"+rules.bodyField
+			}
+		}
+	}
+	if p.key == "" {
+		p.key = "prefix:" + strconv.FormatUint(xxhash.Sum64String(start), 16)
+		p.keySource = "prefix"
+	}
+	if v := h.Get("x-turn"); v != "" {
+		if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 0 {
+			p.turn = n
+		}
+	}
+	return p, nil
+}
+
+// parseMessages reads a chat request's messages: the characters of the whole
+// conversation, and its start (system prompts + the first prefixChars
+// characters of the first user message).
+func (p *parsed) parseMessages(top map[string]json.RawMessage, prefixChars int) (string, error) {
+	raw, ok := top["messages"]
+	if !ok || isNull(raw) {
+		return "", badRequest("messages: missing")
+	}
+	var msgs []wire.ChatMessage
+	if err := json.Unmarshal(raw, &msgs); err != nil {
+		return "", badRequest("messages: must be an array of {role, content} objects")
+	}
+	if len(msgs) == 0 {
+		return "", badRequest("messages: must not be empty")
+	}
+	var start strings.Builder
+	users := 0
+	for i, m := range msgs {
+		if m.Role == "" {
+			return "", badRequest("messages[%d].role: missing", i)
+		}
+		text, err := wire.ContentText(m.Content)
+		if err != nil {
+			return "", badRequest("messages[%d].%v", i, err)
+		}
+		p.chars += len(text) + len(m.Role) + chatOverheadChars
+		switch m.Role {
+		case "system", "developer":
+			if users == 0 {
+				start.WriteString(text)
+				start.WriteByte(0)
+			}
+		case "user":
+			if users == 0 {
+				start.WriteString(prefix(text, prefixChars))
+			}
+			users++
+		}
+	}
+	p.turn = users
+	return start.String(), nil
+}
+
+// parsePrompt reads a /completion or /v1/completions prompt.
+func (p *parsed) parsePrompt(top map[string]json.RawMessage, prefixChars int) (string, error) {
+	text, tokens, err := wire.PromptText(top["prompt"])
+	if err != nil {
+		return "", badRequest("%v", err)
+	}
+	p.chars, p.tokens = len(text), tokens
+	if tokens > 0 {
+		// A token-array prompt starts with its first ids: key on those.
+		return string(top["prompt"][:min(len(top["prompt"]), prefixChars)]), nil
+	}
+	return prefix(text, prefixChars), nil
+}
+
+// maxTokens reads the requested output length: max_tokens,
+// max_completion_tokens (chat) or n_predict (llama.cpp); a missing or
+// unlimited (-1) value gives def.
+func maxTokens(kind apiKind, top map[string]json.RawMessage, def int) (int, error) {
+	fields := []string{"n_predict", "max_tokens", "max_completion_tokens"}
+	for _, f := range fields {
+		raw, ok := top[f]
+		if !ok || isNull(raw) {
+			continue
+		}
+		var n int
+		if err := json.Unmarshal(raw, &n); err != nil {
+			return 0, badRequest("%s: must be an integer", f)
+		}
+		if n < -1 {
+			return 0, badRequest("%s: must be ≥ -1, got %d", f, n)
+		}
+		if n >= 0 {
+			return n, nil
+		}
+	}
+	return def, nil
+}
+
+func optBool(top map[string]json.RawMessage, name string) (bool, error) {
+	raw, ok := top[name]
+	if !ok || isNull(raw) {
+		return false, nil
+	}
+	var b bool
+	if err := json.Unmarshal(raw, &b); err != nil {
+		return false, badRequest("%s: must be true or false", name)
+	}
+	return b, nil
+}
+
+func isNull(raw json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(raw), []byte("null")) }
+
+// prefix returns the first n characters (runes) of s.
+func prefix(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := 0
+	for c := 0; c < n && i < len(s); c++ {
+		_, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+	}
+	return s[:i]
+}

@@ -1,0 +1,324 @@
+// Package state is what a routing decision reads and what a finished request
+// feeds back: the replica set and its ring (an immutable snapshot, swapped
+// on membership change), the in-flight load of every replica, and placement
+// memory. The live router and the simulator both drive a Table, so load
+// accounting and placement memory are the same code in both.
+//
+// A Table is safe for concurrent use. Route (pick + acquire) and Release
+// each take one short lock, so no two concurrent picks can both squeeze
+// under the same cap. Building a ring happens outside the lock.
+package state
+
+import (
+	"errors"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/llm-ring/llm-ring/internal/discovery"
+	"github.com/llm-ring/llm-ring/internal/policy"
+	"github.com/llm-ring/llm-ring/internal/ring"
+)
+
+// ErrNoReplica is returned by Route when no replica can take the request.
+var ErrNoReplica = errors.New("no ready replica")
+
+// Config sizes a Table.
+type Config struct {
+	VirtualNodes  int           // ring positions per replica
+	CharsPerToken float64       // token estimate for text not yet answered
+	MaxEntries    int           // placement memory: most conversations remembered
+	TTL           time.Duration // placement memory: forget after this long unseen
+	Hash          ring.Hash     // ring hash; nil means xxhash64 (tests inject a readable one)
+}
+
+// snapshot is an immutable replica set with its ring.
+type snapshot struct {
+	replicas []discovery.Replica // sorted by name
+	names    []string
+	ids      []uint32 // interned id of each replica
+	ring     *ring.Ring
+	share    []float64
+}
+
+// Table holds the routing state.
+type Table struct {
+	cfg Config
+
+	mu      sync.Mutex
+	pol     policy.Policy
+	snap    *snapshot
+	loads   []policy.Load // indexed like snap.names
+	total   policy.Load   // Σ loads
+	visited []uint64      // scratch for ring walks
+	seq     uint64
+	mem     *memory
+	// Interned replica ids: a name keeps its id for the table's lifetime.
+	idOf   map[string]uint32
+	nameOf []string
+	gen    []uint32 // gen[id] increments each time id joins the set
+	index  []int32  // index[id] is its position in snap (-1 when absent)
+}
+
+// New returns a Table with no replicas.
+func New(cfg Config, p policy.Policy) *Table {
+	return &Table{
+		cfg:  cfg,
+		pol:  p,
+		snap: &snapshot{ring: ring.New(nil, 0, cfg.Hash)},
+		mem:  newMemory(cfg.MaxEntries, int64(cfg.TTL)),
+		idOf: map[string]uint32{},
+	}
+}
+
+// SetPolicy replaces the policy; in-flight requests and memory are kept.
+func (t *Table) SetPolicy(p policy.Policy) {
+	t.mu.Lock()
+	t.pol = p
+	t.mu.Unlock()
+}
+
+// Policy returns the current policy.
+func (t *Table) Policy() policy.Policy {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.pol
+}
+
+// Reset forgets placement memory and restarts the round-robin sequence, so
+// that an experiment run starts from the same state as a fresh router.
+// In-flight load is kept (those requests are still running).
+func (t *Table) Reset() {
+	t.mu.Lock()
+	t.mem.reset()
+	t.seq = 0
+	t.mu.Unlock()
+}
+
+// SetReplicas replaces the replica set. The ring is rebuilt (outside the
+// lock) and swapped in; replicas that stay keep their in-flight load.
+// It reports whether the set of names or URLs changed.
+func (t *Table) SetReplicas(rs []discovery.Replica) bool {
+	rs = discovery.Normalize(rs)
+	t.mu.Lock()
+	same := slices.Equal(rs, t.snap.replicas)
+	t.mu.Unlock()
+	if same {
+		return false
+	}
+	names := make([]string, len(rs))
+	for i, r := range rs {
+		names[i] = r.Name
+	}
+	rg := ring.New(names, t.cfg.VirtualNodes, t.cfg.Hash)
+	s := &snapshot{replicas: rs, names: names, ring: rg, share: rg.Share(), ids: make([]uint32, len(rs))}
+
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	loads := make([]policy.Load, len(rs))
+	for id := range t.index {
+		t.index[id] = -1
+	}
+	for i, name := range names {
+		id, ok := t.idOf[name]
+		if !ok {
+			id = uint32(len(t.nameOf))
+			t.idOf[name] = id
+			t.nameOf = append(t.nameOf, name)
+			t.gen = append(t.gen, 0)
+			t.index = append(t.index, -1)
+		}
+		s.ids[i] = id
+		if old := slices.Index(t.snap.names, name); old >= 0 {
+			loads[i] = t.loads[old]
+		} else {
+			t.gen[id]++ // (re)joined: tickets from an earlier membership no longer apply
+		}
+		t.index[id] = int32(i)
+	}
+	t.snap, t.loads = s, loads
+	t.total = policy.Load{}
+	for _, l := range loads {
+		t.total.Requests += l.Requests
+		t.total.Tokens += l.Tokens
+	}
+	if w := (len(rs) + 63) / 64; len(t.visited) < w {
+		t.visited = make([]uint64, w)
+	}
+	return true
+}
+
+// Input is what the driver knows about a request before routing it.
+type Input struct {
+	Key       string // conversation key
+	Hash      uint64 // ring.HashString(Key)
+	Chars     int    // prompt length in characters (for the token estimate)
+	Tokens    int    // exact prompt tokens when the request carries them (token arrays); 0 = estimate
+	MaxTokens int    // expected output tokens
+}
+
+// Ticket is a routed request's claim on a replica's load. Release it exactly
+// once (Release, or Retry for a failover).
+type Ticket struct {
+	Replica discovery.Replica
+	Index   int   // replica index in the snapshot it was routed on
+	Charge  int64 // tokens charged
+	// EstPrompt is the prompt token estimate the decision used.
+	EstPrompt int
+	// ExpectCached is how many tokens the router believed cached on Replica
+	// (0: no cache expected there).
+	ExpectCached int
+
+	id, gen uint32
+	key     uint64
+	chars   int32
+}
+
+// Route picks a replica for in with the current policy and charges it. now
+// is the caller's clock in nanoseconds (wall or virtual). exclude names
+// replicas that already failed for this request (failover); the policy picks
+// its next candidate among the others.
+func (t *Table) Route(in Input, now int64, exclude ...string) (Ticket, policy.Decision, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.snap
+	if len(s.names) == 0 {
+		return Ticket{}, policy.Decision{}, ErrNoReplica
+	}
+	req := policy.Request{Hash: in.Hash, OutputTokens: in.MaxTokens, Seq: t.seq, Last: -1}
+	t.seq++
+	place, known := t.mem.get(in.Hash, now)
+	if known {
+		if i := t.index[place.Replica]; i >= 0 {
+			req.Last, req.CachedTokens = int(i), int(place.Cached)
+		}
+	}
+	req.PromptTokens = t.estimate(in, place, known)
+
+	v := policy.View{Names: s.names, Ring: s.ring, Loads: t.loads, Total: t.total, Visited: t.visited}
+	if len(exclude) > 0 {
+		v.Exclude = make([]uint64, (len(s.names)+63)/64)
+		left := len(s.names)
+		for _, name := range exclude {
+			if i, ok := slices.BinarySearch(s.names, name); ok && v.Exclude[i/64]&(1<<(i%64)) == 0 {
+				v.Exclude[i/64] |= 1 << (i % 64)
+				left--
+			}
+		}
+		if left == 0 {
+			return Ticket{}, policy.Decision{}, ErrNoReplica
+		}
+	}
+	d := t.pol.Pick(&req, &v)
+	r := d.Replica
+	t.loads[r].Requests++
+	t.loads[r].Tokens += d.Charge
+	t.total.Requests++
+	t.total.Tokens += d.Charge
+	tk := Ticket{
+		Replica: s.replicas[r], Index: r, Charge: d.Charge, EstPrompt: req.PromptTokens,
+		id: s.ids[r], gen: t.gen[s.ids[r]], key: in.Hash, chars: int32(min(in.Chars, math.MaxInt32)),
+	}
+	if req.Last == r {
+		tk.ExpectCached = req.CachedTokens
+	}
+	return tk, d, nil
+}
+
+// estimate returns the prompt token estimate: exact when the request carries
+// tokens; otherwise, for a conversation whose previous turn was answered,
+// the reported tokens of that prompt plus the new characters at
+// CharsPerToken; otherwise all characters at CharsPerToken.
+func (t *Table) estimate(in Input, p Place, known bool) int {
+	if in.Tokens > 0 {
+		return in.Tokens
+	}
+	cpt := t.cfg.CharsPerToken
+	if known && in.Chars >= int(p.Chars) {
+		return int(p.Prompt) + int(math.Ceil(float64(in.Chars-int(p.Chars))/cpt))
+	}
+	return int(math.Ceil(float64(in.Chars) / cpt))
+}
+
+// Outcome is what the replica reported about a finished request.
+type Outcome struct {
+	OK bool // the replica answered successfully
+	// Known says the counts below come from the answer (llama.cpp timings or
+	// OpenAI usage); when false, the estimates stand in.
+	Known      bool
+	CacheN     int // prompt tokens reused from the replica's cache
+	PromptN    int // prompt tokens processed
+	PredictedN int // tokens generated
+}
+
+// Feedback is what Release learned.
+type Feedback struct {
+	// CacheLost: the router expected this turn to reuse a cache on its
+	// replica, but the replica reported reusing less than half of it (the
+	// cache was evicted or the replica restarted). Placement memory now holds
+	// the replica's real state after this turn.
+	CacheLost bool
+}
+
+// Release returns a ticket's load and, for a successful answer, records in
+// placement memory where the conversation now lives and how many of its
+// tokens are cached there (the prompt and the answer, as reported).
+func (t *Table) Release(tk *Ticket, out Outcome, now int64) Feedback {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.uncharge(tk)
+	var fb Feedback
+	if !out.OK {
+		return fb
+	}
+	prompt, predicted := tk.EstPrompt, 0
+	if out.Known {
+		prompt, predicted = out.CacheN+out.PromptN, out.PredictedN
+		fb.CacheLost = tk.ExpectCached > 0 && out.CacheN*2 < tk.ExpectCached
+	}
+	t.mem.put(tk.key, Place{
+		Replica: tk.id,
+		Cached:  int32(min(prompt+predicted, math.MaxInt32)),
+		Prompt:  int32(min(prompt, math.MaxInt32)),
+		Chars:   tk.chars,
+	}, now)
+	return fb
+}
+
+func (t *Table) uncharge(tk *Ticket) {
+	if int(tk.id) >= len(t.index) || t.gen[tk.id] != tk.gen {
+		return // the replica left (and maybe rejoined) since: its counters were reset
+	}
+	if i := t.index[tk.id]; i >= 0 {
+		t.loads[i].Requests--
+		t.loads[i].Tokens -= tk.Charge
+		t.total.Requests--
+		t.total.Tokens -= tk.Charge
+	}
+}
+
+// Status is a copy of the table's state for /replicas and metrics.
+type Status struct {
+	Policy   string
+	Replicas []ReplicaStatus
+	Memory   int // conversations in placement memory
+}
+
+// ReplicaStatus is one replica's state.
+type ReplicaStatus struct {
+	discovery.Replica
+	Load      policy.Load
+	RingShare float64 // share of the hash space it is home for
+}
+
+// Status returns a consistent copy of the current state.
+func (t *Table) Status() Status {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := Status{Policy: t.pol.Name(), Memory: t.mem.len(), Replicas: make([]ReplicaStatus, len(t.snap.names))}
+	for i, r := range t.snap.replicas {
+		st.Replicas[i] = ReplicaStatus{Replica: r, Load: t.loads[i], RingShare: t.snap.share[i]}
+	}
+	return st
+}

@@ -1,0 +1,247 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/llm-ring/llm-ring/internal/discovery"
+	"github.com/llm-ring/llm-ring/internal/policy"
+	"github.com/llm-ring/llm-ring/internal/ring"
+)
+
+func replicas(names ...string) []discovery.Replica {
+	out := make([]discovery.Replica, len(names))
+	for i, n := range names {
+		out[i] = discovery.Replica{Name: n, URL: "http://" + n}
+	}
+	return out
+}
+
+func newTable(t testing.TB, pol string) *Table {
+	p, err := policy.New(pol, policy.Params{Epsilon: 0.25, Unit: policy.Tokens, CacheAwareLoad: true,
+		PlacementMemory: true, LongStickiness: true, LongPromptTokens: 800, LongCapFactor: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(Config{VirtualNodes: 64, CharsPerToken: 4, MaxEntries: 1000, TTL: time.Minute}, p)
+}
+
+func in(key string, chars, maxTokens int) Input {
+	return Input{Key: key, Hash: ring.HashString(key), Chars: chars, MaxTokens: maxTokens}
+}
+
+func TestNoReplica(t *testing.T) {
+	tb := newTable(t, "llm-aware")
+	if _, _, err := tb.Route(in("c", 10, 1), 0); !errors.Is(err, ErrNoReplica) {
+		t.Fatalf("err = %v, want ErrNoReplica", err)
+	}
+	tb.SetReplicas(replicas("a"))
+	if _, _, err := tb.Route(in("c", 10, 1), 0, "a"); !errors.Is(err, ErrNoReplica) {
+		t.Fatalf("all excluded: err = %v, want ErrNoReplica", err)
+	}
+}
+
+// TestLearnsTokens: the first turn is estimated from characters; after the
+// replica reports real counts, the next turn is the reported prompt plus the
+// new characters, and the cache is expected where it was served.
+func TestLearnsTokens(t *testing.T) {
+	tb := newTable(t, "llm-aware")
+	tb.SetReplicas(replicas("a", "b", "c"))
+	tk, d, err := tb.Route(in("conv", 400, 50), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tk.EstPrompt != 100 || tk.Charge != 150 || tk.ExpectCached != 0 {
+		t.Fatalf("turn 1: est %d charge %d expect %d, want 100 150 0", tk.EstPrompt, tk.Charge, tk.ExpectCached)
+	}
+	if st := tb.Status(); st.Replicas[tk.Index].Load != (policy.Load{Requests: 1, Tokens: 150}) {
+		t.Fatalf("load after route = %+v", st.Replicas[tk.Index].Load)
+	}
+	// The replica counted 90 prompt tokens and answered 40.
+	tb.Release(&tk, Outcome{OK: true, Known: true, CacheN: 0, PromptN: 90, PredictedN: 40}, 1)
+	for _, r := range tb.Status().Replicas {
+		if r.Load != (policy.Load{}) {
+			t.Fatalf("load not released: %+v", r)
+		}
+	}
+	// Turn 2 is 600 characters: 90 known tokens + 200 new characters / 4 = 140.
+	tk2, d2, _ := tb.Route(in("conv", 600, 50), 2)
+	if tk2.EstPrompt != 140 {
+		t.Errorf("turn 2 estimate = %d, want 140", tk2.EstPrompt)
+	}
+	if tk2.Replica != tk.Replica || tk2.ExpectCached != 130 {
+		t.Errorf("turn 2 → %s expecting %d cached, want %s expecting 130\n%s", tk2.Replica.Name, tk2.ExpectCached, tk.Replica.Name, d2.Format())
+	}
+	// Cost there: max(1, 140−130) + 50 = 60.
+	if tk2.Charge != 60 {
+		t.Errorf("turn 2 charge = %d, want 60 (new tokens only)", tk2.Charge)
+	}
+	// The replica had lost the cache: it reused only 20 tokens.
+	fb := tb.Release(&tk2, Outcome{OK: true, Known: true, CacheN: 20, PromptN: 125, PredictedN: 30}, 3)
+	if !fb.CacheLost {
+		t.Error("cache loss not reported")
+	}
+	_ = d
+}
+
+// TestStickyAfterRedirect: once a conversation is served away from its ring
+// home, llm-aware keeps it there (placement memory).
+func TestStickyAfterRedirect(t *testing.T) {
+	tb := newTable(t, "llm-aware")
+	tb.SetReplicas(replicas("a", "b", "c"))
+	key := "sticky-conv"
+	home, _, _ := tb.Route(in(key, 40, 10), 0)
+	tb.Release(&home, Outcome{OK: true, Known: true, PromptN: 10, PredictedN: 10}, 0)
+	// Fail over away from home: the answer comes from another replica.
+	tk, _, _ := tb.Route(in(key, 80, 10), 1, home.Replica.Name)
+	if tk.Replica == home.Replica {
+		t.Fatal("excluded replica picked")
+	}
+	tb.Release(&tk, Outcome{OK: true, Known: true, CacheN: 0, PromptN: 20, PredictedN: 10}, 2)
+	tk3, d3, _ := tb.Route(in(key, 120, 10), 3)
+	if tk3.Replica != tk.Replica || d3.Reason != policy.Sticky {
+		t.Fatalf("turn 3 → %s (%s), want %s (sticky)\n%s", tk3.Replica.Name, d3.Reason, tk.Replica.Name, d3.Format())
+	}
+}
+
+func TestMembershipKeepsLoad(t *testing.T) {
+	tb := newTable(t, "consistent")
+	tb.SetReplicas(replicas("a", "b", "c"))
+	var tks []Ticket
+	for i := range 30 {
+		tk, _, _ := tb.Route(in(fmt.Sprint(i), 100, 10), 0)
+		tks = append(tks, tk)
+	}
+	before := map[string]policy.Load{}
+	for _, r := range tb.Status().Replicas {
+		before[r.Name] = r.Load
+	}
+	if !tb.SetReplicas(replicas("a", "c", "d")) {
+		t.Fatal("change not reported")
+	}
+	if tb.SetReplicas(replicas("d", "c", "a")) {
+		t.Fatal("same set reported as a change")
+	}
+	for _, r := range tb.Status().Replicas {
+		want := before[r.Name] // zero for the new replica d
+		if r.Load != want {
+			t.Errorf("%s load %+v, want %+v", r.Name, r.Load, want)
+		}
+	}
+	// b comes back: its earlier tickets must not drive its new counters negative.
+	tb.SetReplicas(replicas("a", "b", "c", "d"))
+	for i := range tks {
+		tb.Release(&tks[i], Outcome{}, 1)
+	}
+	for _, r := range tb.Status().Replicas {
+		if r.Load != (policy.Load{}) {
+			t.Errorf("%s load %+v after releasing everything, want zero", r.Name, r.Load)
+		}
+	}
+}
+
+func TestConcurrentRouteRelease(t *testing.T) {
+	tb := newTable(t, "bounded")
+	tb.SetReplicas(replicas("a", "b", "c", "d"))
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 500 {
+				tk, _, err := tb.Route(in(fmt.Sprintf("%d-%d", g, i%20), 200+i, 16), int64(i))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if i%7 == 0 {
+					tb.SetReplicas(replicas("a", "b", "c", "d")[:3+i%2])
+				}
+				tb.Release(&tk, Outcome{OK: true, Known: true, PromptN: 50, PredictedN: 16}, int64(i))
+			}
+		}()
+	}
+	wg.Wait()
+	for _, r := range tb.Status().Replicas {
+		if r.Load != (policy.Load{}) {
+			t.Errorf("%s load %+v, want zero", r.Name, r.Load)
+		}
+	}
+}
+
+func TestPlacementMemoryLRUAndTTL(t *testing.T) {
+	m := newMemory(3, 100)
+	for k := uint64(1); k <= 3; k++ {
+		m.put(k, Place{Replica: uint32(k)}, 0)
+	}
+	m.get(1, 10)                    // 1 is now the most recently used
+	m.put(4, Place{Replica: 4}, 10) // evicts 2, the least recently used
+	if _, ok := m.get(2, 10); ok {
+		t.Error("2 not evicted")
+	}
+	for _, k := range []uint64{1, 3, 4} {
+		if _, ok := m.get(k, 20); !ok {
+			t.Errorf("%d evicted", k)
+		}
+	}
+	if _, ok := m.get(1, 200); ok {
+		t.Error("1 outlived its TTL")
+	}
+	if m.len() != 2 {
+		t.Errorf("len = %d, want 2", m.len())
+	}
+	// Reuse of freed slots keeps the list consistent.
+	for k := uint64(10); k < 100; k++ {
+		m.put(k, Place{}, 300)
+	}
+	if m.len() != 3 {
+		t.Errorf("len = %d, want 3", m.len())
+	}
+}
+
+// TestPlacementMemoryBytes: the budget is 128 bytes per conversation.
+func TestPlacementMemoryBytes(t *testing.T) {
+	const n = 200_000
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	m := newMemory(n, 1<<62)
+	for k := uint64(0); k < n; k++ {
+		m.put(k*0x9e3779b97f4a7c15, Place{Replica: 1, Cached: 1000}, int64(k))
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := float64(after.HeapAlloc-before.HeapAlloc) / n
+	t.Logf("placement memory: %.1f bytes per conversation", per)
+	if per > 128 {
+		t.Errorf("%.1f bytes per conversation, budget 128", per)
+	}
+	runtime.KeepAlive(m)
+}
+
+func BenchmarkRoute(b *testing.B) {
+	for _, n := range []int{3, 64, 1024} {
+		b.Run(fmt.Sprintf("replicas=%d", n), func(b *testing.B) {
+			tb := newTable(b, "llm-aware")
+			names := make([]string, n)
+			for i := range names {
+				names[i] = fmt.Sprintf("llm-%d", i)
+			}
+			tb.SetReplicas(replicas(names...))
+			inputs := make([]Input, 1024)
+			for i := range inputs {
+				inputs[i] = in(fmt.Sprintf("conv-%d", i), 1000+i, 128)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				tk, _, _ := tb.Route(inputs[i&1023], int64(i))
+				tb.Release(&tk, Outcome{OK: true, Known: true, PromptN: 300, PredictedN: 128}, int64(i))
+			}
+		})
+	}
+}
