@@ -60,6 +60,10 @@ func newReplica(h *Host, index int, name string, readyAt time.Duration) *Replica
 // Name returns the replica's name.
 func (r *Replica) Name() string { return r.name }
 
+// ReadyAt is the model time at which the replica finishes "loading its
+// model" (its Host's ModelNow when it was added, plus its load delay).
+func (r *Replica) ReadyAt() time.Duration { return r.readyAt }
+
 // Ready reports whether the replica has finished "loading its model".
 func (r *Replica) Ready() bool { return r.h.ModelNow() >= r.readyAt }
 

@@ -248,6 +248,9 @@ func TestLoadingThenReady(t *testing.T) {
 			}
 		}
 	}
+	if r.ReadyAt() != 30*time.Second {
+		t.Errorf("ReadyAt %v, want 30s", r.ReadyAt())
+	}
 	if h.ModelNow() != 30*time.Second {
 		t.Errorf("model time %v after 3 s of wall time at 10×, want 30s", h.ModelNow())
 	}
