@@ -1,0 +1,41 @@
+// Package model is a pure, deterministic model of a llama.cpp server: its
+// slots, its prompt cache (slot states and a RAM cache with LRU eviction,
+// reused by longest common prefix), its FIFO queue, and the cost of its
+// continuous-batching steps. It has no clock, no I/O and no goroutines: the
+// caller passes model time (a time.Duration since any origin) to every call,
+// so the same code serves the HTTP replica (internal/replica) and the
+// discrete-event simulator.
+//
+// A replica with a CPU of its own:
+//
+//	r, err := model.New(model.DefaultConfig())
+//	toks := model.ChatTokens([]model.Message{{Role: "user", Content: "Hi"}})
+//	id, err := r.Submit(now, model.Request{Tokens: toks, NPredict: 128})
+//	for {
+//		t, ok := r.NextEvent() // the earliest time something may happen
+//		if !ok {
+//			break // idle
+//		}
+//		evs = r.Advance(t, evs[:0])
+//		for _, e := range evs {
+//			if e.Kind == model.EventDone {
+//				use(e.Result) // CacheN, PromptN, PredictedN, Output, times, Timings()
+//			}
+//		}
+//	}
+//
+// Several replicas sharing one CPU (processor sharing: k busy replicas each
+// run k times slower) are a Group: NewGroup(true, cfgs...), whose Submit,
+// Cancel, NextEvent and Advance take a member index.
+//
+// The tokenizer (Tokenize, Count, AppendTokens, AppendPieces), the ChatML
+// template (RenderChat, ChatTokens, AppendMessageTokens,
+// AppendAssistantTokens, AppendGenerationPrompt) and the answer generator
+// (GenerateAnswer) are here too, so that everything that renders or counts
+// tokens agrees with the replica. A simulator should keep each
+// conversation's tokens and append messages to them, rather than
+// re-tokenizing the history every turn.
+//
+// Formulas, choices and limits: docs/design.d/replica.md; calibration:
+// docs/notes.d/replica.md.
+package model
