@@ -5,17 +5,26 @@ import (
 	"strings"
 )
 
-// Output is a generated answer: its text, its tokens, and where each token
-// ends in the text. Tokenize(Text) == Tokens, so a client that sends the
-// answer back in the next turn's prompt hits the cache token for token.
+// Output is a generated answer: its text and its tokens.
+// Tokenize(Text) == Tokens, so a client that sends the answer back in the
+// next turn's prompt hits the cache token for token.
 type Output struct {
 	Text   string
 	Tokens []Token
-	Ends   []int32 // token k is Text[Ends[k-1]:Ends[k]] (Ends[-1] = 0)
+	// Ends, once computed by Piece, holds where each token ends in Text:
+	// token k is Text[Ends[k-1]:Ends[k]] (with Ends[-1] = 0).
+	Ends []int32
 }
 
-// Piece returns the text of token k.
+// Piece returns the text of token k. The first call computes Ends.
 func (o *Output) Piece(k int) string {
+	if len(o.Ends) != len(o.Tokens) {
+		o.Ends = make([]int32, 0, len(o.Tokens))
+		for i := 0; i < len(o.Text); {
+			i, _ = fastNext(o.Text, i)
+			o.Ends = append(o.Ends, int32(i))
+		}
+	}
 	start := int32(0)
 	if k > 0 {
 		start = o.Ends[k-1]
@@ -90,22 +99,48 @@ var (
 	tokPeriod   = pieceID(".")
 	tokQuestion = pieceID("?")
 	tokNewline  = pieceID("\n")
+	tokSpace    = pieceID(" ")
+	tokDigits   = func() (d [10]Token) {
+		for i := range d {
+			d[i] = pieceID(string(rune('0' + i)))
+		}
+		return d
+	}()
 )
 
-// answerWriter accumulates an answer's text, tokens and token ends.
+// answerWriter accumulates an answer's text and tokens. When the answer
+// is long enough, cut records where its n-th token ends.
 type answerWriter struct {
 	b    strings.Builder
 	toks []Token
-	ends []int32
+	n    int
+	cut  int
 }
 
 // form appends a pre-tokenized chunk.
 func (w *answerWriter) form(f *wordForm) {
-	off := int32(w.b.Len())
+	if k := w.n - len(w.toks); k > 0 && k <= len(f.toks) {
+		w.cut = w.b.Len() + int(f.ends[k-1])
+	}
 	w.b.WriteString(f.text)
 	w.toks = append(w.toks, f.toks...)
-	for _, e := range f.ends {
-		w.ends = append(w.ends, off+e)
+}
+
+// number appends " <v>": a space token, then one token per digit.
+func (w *answerWriter) number(v int) {
+	w.one(" ", tokSpace)
+	var buf [8]byte
+	i := len(buf)
+	for {
+		i--
+		buf[i] = byte('0' + v%10)
+		v /= 10
+		if v == 0 {
+			break
+		}
+	}
+	for _, c := range buf[i:] {
+		w.one(string(rune(c)), tokDigits[c-'0'])
 	}
 }
 
@@ -113,7 +148,9 @@ func (w *answerWriter) form(f *wordForm) {
 func (w *answerWriter) one(text string, tok Token) {
 	w.b.WriteString(text)
 	w.toks = append(w.toks, tok)
-	w.ends = append(w.ends, int32(w.b.Len()))
+	if len(w.toks) == w.n {
+		w.cut = w.b.Len()
+	}
 }
 
 // GenerateAnswer returns the first n tokens of the deterministic answer for
@@ -128,10 +165,9 @@ func GenerateAnswer(seed, key uint64, n int) Output {
 	if n <= 0 {
 		return Output{}
 	}
-	var w answerWriter
+	w := answerWriter{n: n}
 	w.b.Grow(n*5 + 16)
 	w.toks = make([]Token, 0, n+8)
-	w.ends = make([]int32, 0, n+8)
 	state := seed ^ splitmix64(key)
 	rnd := func() uint64 {
 		state += 0x9E3779B97F4A7C15
@@ -153,14 +189,7 @@ func GenerateAnswer(seed, key uint64, n int) Output {
 			w.form(&forms[r%uint64(len(words))][form])
 			switch {
 			case (r>>32)%23 == 0:
-				num := " " + itoa(int((r>>40)%2000))
-				off := int32(w.b.Len())
-				w.b.WriteString(num)
-				k := len(w.ends)
-				w.toks, w.ends = AppendPieces(w.toks, w.ends, num)
-				for ; k < len(w.ends); k++ {
-					w.ends[k] += off
-				}
+				w.number(int((r >> 40) % 2000))
 			case i+1 < nw && (r>>20)%9 == 0:
 				w.one(",", tokComma)
 			}
@@ -176,21 +205,5 @@ func GenerateAnswer(seed, key uint64, n int) Output {
 			paragraph = true
 		}
 	}
-	text := w.b.String()
-	toks, ends := w.toks[:n], w.ends[:n]
-	return Output{Text: text[:ends[n-1]], Tokens: toks, Ends: ends}
-}
-
-func itoa(v int) string {
-	if v == 0 {
-		return "0"
-	}
-	var buf [20]byte
-	i := len(buf)
-	for v > 0 {
-		i--
-		buf[i] = byte('0' + v%10)
-		v /= 10
-	}
-	return string(buf[i:])
+	return Output{Text: w.b.String()[:w.cut], Tokens: w.toks[:n]}
 }

@@ -421,7 +421,8 @@ func (s *Server) complete(sl *slot, t time.Duration, dst []Event) []Event {
 	}
 	if r.cancelled {
 		res.PromptN = min(sl.pos, len(r.toks)) - r.cacheN
-		res.Output = Output{Text: r.out.Text[:endOf(&r.out, sl.gen)], Tokens: r.out.Tokens[:sl.gen], Ends: r.out.Ends[:sl.gen]}
+		end := endOf(&r.out, sl.gen)
+		res.Output = Output{Text: r.out.Text[:end], Tokens: r.out.Tokens[:sl.gen], Ends: r.out.Ends[:sl.gen]}
 		res.PredictedN = sl.gen
 	}
 	// The KV cache now holds the prompt and every generated token but the
@@ -708,5 +709,6 @@ func endOf(o *Output, n int) int {
 	if n == 0 {
 		return 0
 	}
+	o.Piece(n - 1) // computes o.Ends
 	return int(o.Ends[n-1])
 }
