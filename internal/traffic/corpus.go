@@ -339,6 +339,8 @@ type writer struct {
 	d       *domain
 	kind    string // if set, the document kind {K} stands for
 	scratch []byte // holds a question while the context around it is written
+	tmp     []byte // holds a document's question while the document is written
+	starts  []int  // where each turn's text starts in b
 }
 
 func (w *writer) pick(list []string) string { return list[w.r.IntN(len(list))] }

@@ -120,13 +120,14 @@ func (g *Generator) conversation(i int, w *writer, c *Conversation) {
 	if r.IntN(2) == 0 {
 		d = r.IntN(len(domains))
 	}
-	*w = writer{b: w.b[:0], r: r, d: &domains[d], scratch: w.scratch[:0]}
+	*w = writer{b: w.b[:0], r: r, d: &domains[d], scratch: w.scratch[:0], tmp: w.tmp[:0], starts: w.starts[:0]}
 	c.ID = fmt.Sprintf("s%d-c%04d", g.seed, i)
 	c.Index = i
 	c.User = i % p.Concurrency
 	c.System = sys.text
 	c.Doc = r.Float64() < p.DocShare
 	c.Turns = make([]Turn, p.TurnsMin+r.IntN(p.TurnsMax-p.TurnsMin+1))
+	starts := append(w.starts[:0], make([]int, len(c.Turns))...)
 	for t := range c.Turns {
 		turn := &c.Turns[t]
 		turn.MaxTokens = p.MaxTokens
@@ -136,7 +137,8 @@ func (g *Generator) conversation(i int, w *writer, c *Conversation) {
 			turn.ThinkS = float64(p.RampS*float64(c.User)) / float64(p.Concurrency)
 		}
 		words := p.UserWordsMin + r.IntN(p.UserWordsMax-p.UserWordsMin+1)
-		w.b, w.words = w.b[:0], 0
+		starts[t] = len(w.b)
+		w.words = 0
 		switch {
 		case t == 0 && c.Doc:
 			g.docTurn(w, c.System, words)
@@ -145,8 +147,17 @@ func (g *Generator) conversation(i int, w *writer, c *Conversation) {
 		default:
 			w.message(followUps[:], words, p.UserWordsMax)
 		}
-		turn.User = string(w.b)
 	}
+	// One allocation holds all the turns' texts.
+	all := string(w.b)
+	for t := range c.Turns {
+		end := len(all)
+		if t+1 < len(c.Turns) {
+			end = starts[t+1]
+		}
+		c.Turns[t].User = all[starts[t]:end]
+	}
+	w.starts = starts
 }
 
 // docTurn writes a first turn that pastes a document: an intro line, the
@@ -157,20 +168,21 @@ func (g *Generator) docTurn(w *writer, system string, words int) {
 	w.kind = w.pick(w.d.kinds)
 	defer func() { w.kind = "" }()
 	// The question first, aside, so the document can be sized around it.
+	start := len(w.b)
 	w.message(docQuestions[:], words, g.p.UserWordsMax)
-	question := string(w.b)
-	w.b = w.b[:0]
+	w.tmp = append(w.tmp[:0], w.b[start:]...)
+	w.b = w.b[:start]
 	w.sentence(docIntros[w.r.IntN(len(docIntros))])
 	w.b = append(w.b, "\n\n"...)
 	budget := (g.p.MaxContextTokens - g.p.MaxTokens - 2*MessageOverheadTokens - EstimateTokens(system)) *
 		CharsPerTokenEstimate
-	if maxChars := budget - len(w.b) - 2 - len(question); maxChars > 0 {
+	if maxChars := budget - (len(w.b) - start) - 2 - len(w.tmp); maxChars > 0 {
 		w.document(g.p.DocWords, maxChars)
 	}
 	if w.b[len(w.b)-1] != '\n' {
 		w.b = append(w.b, "\n\n"...)
 	}
-	w.b = append(w.b, question...)
+	w.b = append(w.b, w.tmp...)
 }
 
 // stream returns the random source of (seed, n): stream 0 draws the system
