@@ -1,0 +1,528 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/llm-ring/llm-ring/internal/discovery"
+	"github.com/llm-ring/llm-ring/internal/model"
+	"github.com/llm-ring/llm-ring/internal/policy"
+	"github.com/llm-ring/llm-ring/internal/record"
+	"github.com/llm-ring/llm-ring/internal/ring"
+	"github.com/llm-ring/llm-ring/internal/state"
+	"github.com/llm-ring/llm-ring/internal/traffic"
+)
+
+// Mode is the record.Run mode of simulated runs.
+const Mode = "sim"
+
+// RowWriter receives the rows of a run, in the order requests end;
+// *record.Writer is one.
+type RowWriter interface {
+	Write(r *record.Request) error
+}
+
+// Result is what a run produced besides its rows.
+type Result struct {
+	// Info is the run's JSON document (record.Run), ready to write.
+	Info record.Run
+	// Events counts the events the loop handled: sends, replica wake-ups
+	// (stale ones skipped are not counted) and scale-up steps.
+	Events int64
+	// ModelEvents counts the replica model's events (first tokens and
+	// completions).
+	ModelEvents int64
+	// Sent counts requests sent; Completed those answered; Failed those that
+	// got an error (each is a row with a status and an error text).
+	Sent, Completed, Failed int
+}
+
+// Errors of a failed request, as recorded in its row.
+const (
+	// ErrTextNoReplica is recorded (status 503) when no replica is on the ring.
+	ErrTextNoReplica = "no ready replica to serve the request"
+)
+
+// user is one closed-loop simulated user and its current conversation.
+type user struct {
+	conv      traffic.Conversation
+	convIdx   int // index of conv in the run
+	turn      int // next turn to send (0-based)
+	hash      uint64
+	toks      []model.Token // the conversation so far (without the generation prompt)
+	chars     int           // the router's character count of the messages so far
+	prevTotal int           // last answered turn: prompt + answer tokens
+
+	// The request in flight.
+	ticket  state.Ticket
+	reason  policy.Reason
+	policy  string
+	replica int32
+	sent    time.Duration
+	ttft    time.Duration
+}
+
+// replicaRef locates a replica in the model: member `member` of group
+// `group`.
+type replicaRef struct {
+	name   string
+	group  int32
+	member int32
+}
+
+type flightKey struct {
+	replica int32
+	id      model.ID
+}
+
+// counterKey is one llm_ring_requests_total series.
+type counterKey struct {
+	policy  string
+	replica int32
+	reason  policy.Reason
+	code    int
+}
+
+type sim struct {
+	spec    *Spec
+	prof    traffic.Profile
+	src     Source
+	hash    func(string) uint64
+	table   *state.Table
+	polName string
+
+	groups              []*model.Group
+	members             [][]int32 // members[g][m] is the replica index of member m of group g
+	reps                []replicaRef
+	snapIdx             []int32 // replica index of each position of the table's (name-sorted) snapshot
+	wakeAt              []time.Duration
+	wakeSet             []bool
+	wakeVer             []uint32
+	q                   queue
+	now                 time.Duration
+	users               []user
+	active              int
+	flights             map[flightKey]int32
+	evs                 []model.Event
+	rows                RowWriter
+	row                 record.Request
+	res                 Result
+	counters            map[counterKey]int64
+	cached              int64
+	prompted            int64
+	predicted           int64
+	cacheLost           int64
+	lastEnd             time.Duration
+	scaleAt, scaleReady time.Duration
+	scaled              bool
+}
+
+// Run simulates one run and writes its rows to rows, in the order requests
+// end. It is single-threaded and deterministic: the same spec gives the
+// same rows and the same Result. ctx only interrupts a run (its error is
+// returned); it never changes what a complete run produces.
+func Run(ctx context.Context, spec Spec, rows RowWriter) (Result, error) {
+	if err := spec.Validate(); err != nil {
+		return Result{}, err
+	}
+	s, err := newSim(&spec, rows)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := s.loop(ctx); err != nil {
+		return s.res, err
+	}
+	s.finish()
+	return s.res, nil
+}
+
+func newSim(spec *Spec, rows RowWriter) (*sim, error) {
+	pol, err := NewPolicy(spec.Policy, spec.Router.PolicyParams())
+	if err != nil {
+		return nil, err
+	}
+	src := spec.Source
+	if src == nil {
+		g, err := traffic.NewGenerator(spec.Profile, spec.Seed)
+		if err != nil {
+			return nil, err
+		}
+		src = g
+	}
+	scfg := spec.Router.StateConfig()
+	scfg.Hash = spec.Hash
+	s := &sim{
+		spec:     spec,
+		prof:     spec.Profile,
+		src:      src,
+		hash:     ring.HashString,
+		table:    state.New(scfg, pol),
+		polName:  pol.Name(),
+		users:    make([]user, spec.Profile.Concurrency),
+		flights:  make(map[flightKey]int32, spec.Profile.Concurrency),
+		rows:     rows,
+		counters: map[counterKey]int64{},
+	}
+	if h := spec.Hash; h != nil {
+		s.hash = func(k string) uint64 { return h([]byte(k)) }
+	}
+	if spec.SharedCPU {
+		g, err := model.NewGroup(true)
+		if err != nil {
+			return nil, err
+		}
+		s.addGroup(g)
+	}
+	for range spec.Replicas {
+		if err := s.addReplica(); err != nil {
+			return nil, err
+		}
+	}
+	s.setReplicas(spec.Replicas)
+	return s, nil
+}
+
+func (s *sim) addGroup(g *model.Group) {
+	s.groups = append(s.groups, g)
+	s.members = append(s.members, nil)
+	s.wakeAt = append(s.wakeAt, 0)
+	s.wakeSet = append(s.wakeSet, false)
+	s.wakeVer = append(s.wakeVer, 0)
+}
+
+// addReplica adds an idle replica to the model: a member of the shared
+// group, or a group of its own.
+func (s *sim) addReplica() error {
+	i := int32(len(s.reps))
+	if !s.spec.SharedCPU {
+		g, err := model.NewGroup(false)
+		if err != nil {
+			return err
+		}
+		s.addGroup(g)
+	}
+	gi := len(s.groups) - 1
+	m, err := s.groups[gi].Add(s.spec.Model)
+	if err != nil {
+		return err
+	}
+	s.members[gi] = append(s.members[gi], i)
+	s.reps = append(s.reps, replicaRef{name: ReplicaName(int(i)), group: int32(gi), member: int32(m)})
+	return nil
+}
+
+// setReplicas puts replicas 0..n-1 on the ring, as a discovery update.
+func (s *sim) setReplicas(n int) {
+	rs := make([]discovery.Replica, n)
+	for i := range rs {
+		rs[i] = simReplica(i)
+	}
+	s.table.SetReplicas(rs)
+	// The table orders replicas by name, as discovery.Normalize does.
+	idx := make([]int32, n)
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortFunc(idx, func(a, b int32) int { return strings.Compare(s.reps[a].name, s.reps[b].name) })
+	s.snapIdx = idx
+}
+
+func (s *sim) loop(ctx context.Context) error {
+	for u := range s.users {
+		s.active++
+		s.startConversation(int32(u), u, 0)
+	}
+	if s.spec.ScaleAt > 0 {
+		s.q.push(s.spec.ScaleAt, evScaleStart, 0, 0)
+	}
+	for s.active > 0 {
+		if s.q.len() == 0 {
+			return fmt.Errorf("sim: no event pending at %v with %d users still active (a request was lost)", s.now, s.active)
+		}
+		e := s.q.pop()
+		if e.kind == evWake && e.ver != s.wakeVer[e.who] {
+			continue // the group's next event moved since
+		}
+		s.now = e.at
+		s.res.Events++
+		if s.res.Events&0xfff == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		switch e.kind {
+		case evSend:
+			if err := s.send(e.who); err != nil {
+				return err
+			}
+		case evWake:
+			if err := s.wake(e.who); err != nil {
+				return err
+			}
+		case evScaleStart:
+			if err := s.addReplica(); err != nil {
+				return err
+			}
+			s.scaleAt, s.scaled = s.now, true
+			s.q.push(s.now+s.spec.LoadDelay, evScaleReady, 0, 0)
+		case evScaleReady:
+			s.setReplicas(len(s.reps))
+			s.scaleReady = s.now
+		}
+	}
+	return nil
+}
+
+// startConversation makes user u start conversation idx (if the run has
+// it) after the conversation's first think time, counted from `from`.
+func (s *sim) startConversation(u int32, idx int, from time.Duration) {
+	us := &s.users[u]
+	if idx >= s.prof.Conversations {
+		s.active--
+		return
+	}
+	toks := us.toks[:0]
+	*us = user{conv: s.src.Conversation(idx), convIdx: idx}
+	c := &us.conv
+	us.hash = s.hash(c.ID)
+	us.toks = model.AppendMessageTokens(toks, model.Message{Role: "system", Content: c.System})
+	us.chars = ChatChars("system", c.System)
+	if len(c.Turns) == 0 || !traffic.Fits(s.prof, c, 0, 0) {
+		s.startConversation(u, idx+s.prof.Concurrency, from)
+		return
+	}
+	s.q.push(from+seconds(c.Turns[0].ThinkS), evSend, u, 0)
+}
+
+// seconds converts model seconds to a duration, rounded to the nanosecond.
+func seconds(x float64) time.Duration { return time.Duration(math.Round(x * 1e9)) }
+
+// send sends the user's next turn: route, then submit to the picked replica.
+func (s *sim) send(u int32) error {
+	us := &s.users[u]
+	c := &us.conv
+	turn := &c.Turns[us.turn]
+	us.toks = model.AppendMessageTokens(us.toks, model.Message{Role: "user", Content: turn.User})
+	us.chars += ChatChars("user", turn.User)
+	prompt := model.AppendGenerationPrompt(us.toks)
+	us.sent, us.ttft = s.now, 0
+	s.res.Sent++
+
+	in := state.Input{Key: c.ID, Hash: us.hash, Chars: us.chars, MaxTokens: turn.MaxTokens}
+	tk, d, err := s.table.Route(in, int64(s.now))
+	if err != nil {
+		if !errors.Is(err, state.ErrNoReplica) {
+			return err
+		}
+		us.replica, us.reason, us.ticket, us.policy = -1, 0, state.Ticket{}, s.polName
+		return s.fail(u, 503, ErrTextNoReplica)
+	}
+	r := s.snapIdx[tk.Index]
+	us.ticket, us.reason, us.replica, us.policy = tk, d.Reason, r, d.Trace.Policy
+	ref := &s.reps[r]
+	id, err := s.groups[ref.group].Submit(s.now, int(ref.member), model.Request{Tokens: prompt, NPredict: turn.MaxTokens})
+	if err != nil {
+		// The replica refuses it (llama.cpp answers 400, e.g. a prompt over
+		// the slot's context): the router releases the load, nothing is
+		// learned.
+		s.table.Release(&us.ticket, state.Outcome{}, int64(s.now))
+		s.reschedule(ref.group)
+		return s.fail(u, 400, err.Error())
+	}
+	s.flights[flightKey{r, id}] = u
+	s.reschedule(ref.group)
+	return nil
+}
+
+// fail records the user's request as failed with status and text, and ends
+// the conversation: without an answer, its next turn cannot be written.
+func (s *sim) fail(u int32, status int, text string) error {
+	us := &s.users[u]
+	s.res.Failed++
+	s.count(us, status)
+	if err := s.writeRow(us, status, text, nil, s.now); err != nil {
+		return err
+	}
+	s.startConversation(u, us.convIdx+s.prof.Concurrency, s.now)
+	return nil
+}
+
+// reschedule makes sure group g's next model event is on the queue.
+func (s *sim) reschedule(g int32) {
+	t, ok := s.groups[g].NextEvent()
+	if !ok {
+		if s.wakeSet[g] {
+			s.wakeSet[g] = false
+			s.wakeVer[g]++
+		}
+		return
+	}
+	if s.wakeSet[g] && s.wakeAt[g] == t {
+		return
+	}
+	s.wakeVer[g]++
+	s.wakeAt[g], s.wakeSet[g] = t, true
+	s.q.push(t, evWake, g, s.wakeVer[g])
+}
+
+// wake advances group g to now and hands its events to their users.
+func (s *sim) wake(g int32) error {
+	s.wakeSet[g] = false
+	s.evs = s.groups[g].Advance(s.now, s.evs[:0])
+	for i := range s.evs {
+		ev := &s.evs[i]
+		s.res.ModelEvents++
+		r := s.members[g][ev.Replica]
+		key := flightKey{r, ev.ID}
+		u, ok := s.flights[key]
+		if !ok {
+			return fmt.Errorf("sim: %s event for request %d on %s, which is not in flight", ev.Kind, ev.ID, s.reps[r].name)
+		}
+		us := &s.users[u]
+		switch ev.Kind {
+		case model.EventFirstToken:
+			us.ttft = ev.At - us.sent
+		case model.EventDone:
+			delete(s.flights, key)
+			if err := s.complete(u, ev.Result, ev.At); err != nil {
+				return err
+			}
+		}
+	}
+	clear(s.evs) // drop the results
+	s.reschedule(g)
+	return nil
+}
+
+// complete ends the user's request with the replica's answer: release the
+// load and feed placement memory (as the router does when the answer's
+// last chunk passes), record the row, and schedule the user's next turn.
+func (s *sim) complete(u int32, res *model.Result, at time.Duration) error {
+	us := &s.users[u]
+	fb := s.table.Release(&us.ticket, state.Outcome{
+		OK: true, Known: true, CacheN: res.CacheN, PromptN: res.PromptN, PredictedN: res.PredictedN,
+	}, int64(at))
+	if fb.CacheLost {
+		s.cacheLost++
+	}
+	s.res.Completed++
+	s.count(us, 200)
+	s.cached += int64(res.CacheN)
+	s.prompted += int64(res.PromptN)
+	s.predicted += int64(res.PredictedN)
+	if err := s.writeRow(us, 200, "", res, at); err != nil {
+		return err
+	}
+	// The answer joins the conversation, as the client sends it back.
+	us.toks = model.AppendAssistantTokens(us.toks, &res.Output)
+	us.chars += ChatChars("assistant", res.Output.Text)
+	us.prevTotal = res.PromptTokens + res.PredictedN
+	us.turn++
+	c := &us.conv
+	if us.turn < len(c.Turns) && traffic.Fits(s.prof, c, us.turn, us.prevTotal) {
+		s.q.push(at+seconds(c.Turns[us.turn].ThinkS), evSend, u, 0)
+		return nil
+	}
+	s.startConversation(u, us.convIdx+s.prof.Concurrency, at)
+	return nil
+}
+
+func (s *sim) count(us *user, code int) {
+	s.counters[counterKey{policy: us.policy, replica: us.replica, reason: us.reason, code: code}]++
+}
+
+// writeRow writes the row of the user's current request, ended at `end`.
+func (s *sim) writeRow(us *user, status int, errText string, res *model.Result, end time.Duration) error {
+	r := &s.row
+	*r = record.Request{
+		RunID:        s.spec.RunID,
+		Policy:       s.spec.Policy,
+		Seed:         s.spec.Seed,
+		Conversation: us.conv.ID,
+		Turn:         us.turn + 1,
+		EstPrompt:    us.ticket.EstPrompt,
+		TTFTMS:       ms(us.ttft),
+		LatencyMS:    ms(end - us.sent),
+		Status:       status,
+		Error:        errText,
+		StartMS:      ms(us.sent),
+		EndMS:        ms(end),
+	}
+	if us.replica >= 0 {
+		r.Replica = s.reps[us.replica].name
+		r.Reason = us.reason.String()
+	}
+	if res != nil {
+		r.CacheN, r.PromptN, r.PredictedN = res.CacheN, res.PromptN, res.PredictedN
+	}
+	s.lastEnd = max(s.lastEnd, end)
+	return s.rows.Write(r)
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// finish fills the run's JSON document.
+func (s *sim) finish() {
+	sp := s.spec
+	info := &s.res.Info
+	*info = record.Run{
+		RunID:      sp.RunID,
+		Policy:     sp.Policy,
+		Seed:       sp.Seed,
+		Profile:    sp.Profile.Name,
+		Mode:       Mode,
+		Replicas:   sp.Replicas,
+		Order:      sp.Order,
+		DurationMS: ms(s.lastEnd),
+		Requests:   s.res.Completed + s.res.Failed,
+		Errors:     s.res.Failed,
+		Config:     runConfig(sp),
+		Metrics:    s.metrics(),
+	}
+	if s.scaled {
+		info.ScaleAtMS = ms(s.scaleAt)
+		info.ScaleReplica = ReplicaName(sp.Replicas)
+		if s.scaleReady > 0 {
+			info.ScaleReadyMS = ms(s.scaleReady)
+		}
+	}
+}
+
+// metrics returns the router's final counters as the live runner records
+// them (name{labels} → value, labels in alphabetical order), plus the
+// simulator's own counts.
+func (s *sim) metrics() map[string]float64 {
+	m := map[string]float64{
+		`llm_ring_prompt_tokens_total{kind="cached"}`:    float64(s.cached),
+		`llm_ring_prompt_tokens_total{kind="processed"}`: float64(s.prompted),
+		"llm_ring_predicted_tokens_total":                float64(s.predicted),
+		"llm_ring_cache_lost_total":                      float64(s.cacheLost),
+		"llm_ring_failovers_total":                       0,
+		"sim_events_total":                               float64(s.res.Events),
+		"sim_model_events_total":                         float64(s.res.ModelEvents),
+	}
+	for k, n := range s.counters {
+		replica, reason := "", ""
+		if k.replica >= 0 {
+			replica, reason = s.reps[k.replica].name, k.reason.String()
+		}
+		m[fmt.Sprintf(`llm_ring_requests_total{code="%d",policy="%s",reason="%s",replica="%s"}`,
+			k.code, k.policy, reason, replica)] += float64(n)
+	}
+	var evictions, saves, loads int64
+	for _, ref := range s.reps {
+		st := s.groups[ref.group].Server(int(ref.member)).Stats()
+		evictions += st.CacheEvictions
+		saves += st.CacheSaves
+		loads += st.CacheLoads
+	}
+	m["sim_ram_cache_evictions_total"] = float64(evictions)
+	m["sim_ram_cache_saves_total"] = float64(saves)
+	m["sim_ram_cache_loads_total"] = float64(loads)
+	return m
+}

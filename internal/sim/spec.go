@@ -1,0 +1,286 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/llm-ring/llm-ring/internal/config"
+	"github.com/llm-ring/llm-ring/internal/discovery"
+	"github.com/llm-ring/llm-ring/internal/model"
+	"github.com/llm-ring/llm-ring/internal/policy"
+	"github.com/llm-ring/llm-ring/internal/ring"
+	"github.com/llm-ring/llm-ring/internal/traffic"
+)
+
+// Spec is one simulated run: one policy, one seed, one traffic profile, one
+// replica set.
+type Spec struct {
+	// RunID names the run's files and is written in every row.
+	RunID string
+	// Policy is a name from PolicyNames: a policy, or a variant of one
+	// (llm-aware-no-memory, ...). It is recorded as the run's policy.
+	Policy string
+	// Seed selects the traffic (and nothing else).
+	Seed int64
+	// Order is the run's position in its invocation (record.Run.Order).
+	Order int
+	// Profile is the traffic shape (with any overrides already applied).
+	Profile traffic.Profile
+	// Replicas is the number of replicas at the start: llm-0, llm-1, ...
+	Replicas int
+	// Model configures every replica.
+	Model model.Config
+	// SharedCPU makes the replicas share one compute budget (processor
+	// sharing: while k of them are busy, each one's steps take k× longer),
+	// as the seed's replicas shared one laptop CPU.
+	SharedCPU bool
+	// Router holds the routing settings: PolicyParams and StateConfig are
+	// used; the other keys (listen, discovery, upstream, ...) are not.
+	Router config.Router
+	// ScaleAt, when positive, starts an extra replica at that virtual time;
+	// it joins the ring LoadDelay later, if the run is still going.
+	ScaleAt   time.Duration
+	LoadDelay time.Duration
+
+	// Source, when set, replaces the profile's generator (tests use it for
+	// hand-made conversations). Profile still gives the number of
+	// conversations, the users and the context budget.
+	Source Source
+	// Hash, when set, replaces the ring's hash and the conversation-key
+	// hash (tests inject a readable one); nil means xxhash64, as the router.
+	Hash ring.Hash
+}
+
+// Source produces conversation i of a run; *traffic.Generator is one.
+type Source interface {
+	Conversation(i int) traffic.Conversation
+}
+
+// ReplicaName is the name of replica i: llm-0, llm-1, ... The extra
+// replica of a scale-up is ReplicaName(Replicas).
+func ReplicaName(i int) string { return fmt.Sprintf("llm-%d", i) }
+
+func simReplica(i int) discovery.Replica {
+	name := ReplicaName(i)
+	return discovery.Replica{Name: name, URL: "sim://" + name}
+}
+
+// Validate reports the first problem of a spec, naming the setting.
+func (s *Spec) Validate() error {
+	var errs []error
+	if s.RunID == "" {
+		errs = append(errs, errors.New("run id: must not be empty"))
+	}
+	if s.Replicas < 1 {
+		errs = append(errs, fmt.Errorf("replicas: must be at least 1, got %d", s.Replicas))
+	}
+	if s.ScaleAt < 0 {
+		errs = append(errs, fmt.Errorf("scale-at: must not be negative, got %v", s.ScaleAt))
+	}
+	if s.LoadDelay < 0 {
+		errs = append(errs, fmt.Errorf("load-delay: must not be negative, got %v", s.LoadDelay))
+	}
+	if err := s.Profile.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("profile %s: %w", s.Profile.Name, err))
+	}
+	if err := s.Model.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("model: %w", err))
+	}
+	if err := ValidateRouting(&s.Router); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := NewPolicy(s.Policy, s.Router.PolicyParams()); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateRouting checks the router keys the simulator uses, naming the key.
+// (config.Router.Validate also wants listen, discovery and upstream keys,
+// which mean nothing in virtual time.)
+func ValidateRouting(c *config.Router) error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	if c.VirtualNodes < 1 || c.VirtualNodes > 10000 {
+		bad("virtual_nodes", "must be between 1 and 10000, got %d", c.VirtualNodes)
+	}
+	if !(c.Epsilon > 0 && c.Epsilon <= 100) {
+		bad("epsilon", "must be > 0 and ≤ 100, got %g", c.Epsilon)
+	}
+	if _, err := policy.ParseUnit(c.BoundedLoadUnit); err != nil {
+		bad("bounded_load_unit", "must be requests or tokens, got %q", c.BoundedLoadUnit)
+	}
+	if c.LLMAware.LongPromptTokens < 1 {
+		bad("llm_aware.long_prompt_tokens", "must be ≥ 1, got %d", c.LLMAware.LongPromptTokens)
+	}
+	if !(c.LLMAware.LongCapFactor >= 1) {
+		bad("llm_aware.long_cap_factor", "must be ≥ 1, got %g", c.LLMAware.LongCapFactor)
+	}
+	if c.PlacementMemory.MaxEntries < 1 {
+		bad("placement_memory.max_entries", "must be ≥ 1, got %d", c.PlacementMemory.MaxEntries)
+	}
+	if c.PlacementMemory.TTL <= 0 {
+		bad("placement_memory.ttl", "must be > 0")
+	}
+	if !(c.CharsPerToken > 0) {
+		bad("chars_per_token", "must be > 0, got %g", c.CharsPerToken)
+	}
+	return errors.Join(errs...)
+}
+
+// DefaultRouter returns the routing settings of config/router.yaml (the
+// shipped router configuration): ε = 0.25, bounded in requests, 160
+// virtual nodes, llm-aware with its three additions (long from 800 prompt
+// tokens, up to 2 × average), placement memory of 1,000,000 conversations
+// for 30 minutes, 4 characters per token. Keep the two in step.
+func DefaultRouter() config.Router {
+	return config.Router{
+		Listen:          "127.0.0.1:8080",
+		Policy:          "llm-aware",
+		VirtualNodes:    160,
+		Epsilon:         0.25,
+		BoundedLoadUnit: "requests",
+		LLMAware: config.LLMAware{
+			CacheAwareLoad:   true,
+			PlacementMemory:  true,
+			LongStickiness:   true,
+			LongPromptTokens: 800,
+			LongCapFactor:    2.0,
+		},
+		PlacementMemory:  config.PlacementMemory{MaxEntries: 1_000_000, TTL: config.Duration(30 * time.Minute)},
+		CharsPerToken:    4.0,
+		DefaultMaxTokens: 128,
+		ConversationKey:  config.ConversationKey{Headers: []string{traffic.HeaderConversation}, BodyField: "user", PrefixChars: 256},
+		MaxBodyBytes:     8 << 20,
+		Upstream: config.Upstream{
+			DialTimeout:     config.Duration(2 * time.Second),
+			ResponseTimeout: config.Duration(10 * time.Minute),
+			MaxAttempts:     3,
+		},
+		ShutdownGrace: config.Duration(30 * time.Second),
+		Discovery:     config.Discovery{Mode: "static", Static: []discovery.Replica{{Name: "llm-0", URL: "http://127.0.0.1:8081"}}},
+	}
+}
+
+// variant is a policy the simulator accepts by name: a registered policy
+// with some of its parameters changed, for ablations.
+type variant struct {
+	name, base, doc string
+	set             func(*policy.Params)
+}
+
+// variants is the list of policy variants. It is never modified.
+var variants = [...]variant{
+	{"bounded-requests", "bounded", "bounded with load counted in requests", func(p *policy.Params) { p.Unit = policy.Requests }},
+	{"bounded-tokens", "bounded", "bounded with load counted in tokens", func(p *policy.Params) { p.Unit = policy.Tokens }},
+	{"llm-aware-no-cache", "llm-aware", "llm-aware without cache-aware token load", func(p *policy.Params) { p.CacheAwareLoad = false }},
+	{"llm-aware-no-memory", "llm-aware", "llm-aware without placement memory", func(p *policy.Params) { p.PlacementMemory = false }},
+	{"llm-aware-no-long", "llm-aware", "llm-aware without long-conversation stickiness", func(p *policy.Params) { p.LongStickiness = false }},
+	{"llm-aware-only-cache", "llm-aware", "llm-aware with cache-aware token load only", func(p *policy.Params) {
+		p.CacheAwareLoad, p.PlacementMemory, p.LongStickiness = true, false, false
+	}},
+	{"llm-aware-only-memory", "llm-aware", "llm-aware with placement memory only", func(p *policy.Params) {
+		p.CacheAwareLoad, p.PlacementMemory, p.LongStickiness = false, true, false
+	}},
+	{"llm-aware-only-long", "llm-aware", "llm-aware with long-conversation stickiness only", func(p *policy.Params) {
+		p.CacheAwareLoad, p.PlacementMemory, p.LongStickiness = false, false, true
+	}},
+}
+
+// PolicyNames lists every name NewPolicy accepts: the registered policies
+// (policy.Names), then the variants.
+func PolicyNames() []string {
+	out := policy.Names()
+	for _, v := range variants {
+		out = append(out, v.name)
+	}
+	return out
+}
+
+// DescribeVariants returns one line per variant: "name: description".
+func DescribeVariants() []string {
+	out := make([]string, len(variants))
+	for i, v := range variants {
+		out[i] = v.name + ": " + v.doc
+	}
+	return out
+}
+
+// NewPolicy returns the policy called name, configured with base, or with
+// base changed as the variant says (llm-aware-no-memory is llm-aware with
+// base.PlacementMemory off; the policy's own Name stays "llm-aware").
+func NewPolicy(name string, base policy.Params) (policy.Policy, error) {
+	for _, v := range variants {
+		if v.name == name {
+			p := base
+			v.set(&p)
+			return policy.New(v.base, p)
+		}
+	}
+	p, err := policy.New(name, base)
+	if errors.Is(err, policy.ErrUnknownPolicy) {
+		return nil, fmt.Errorf("%w %q (want one of %s)", policy.ErrUnknownPolicy, name, strings.Join(PolicyNames(), ", "))
+	}
+	return p, err
+}
+
+// ChatChars is the router's size, in characters, of a chat request's
+// messages: Σ over messages of len(content) + len(role) + 24, where 24
+// stands for the chat template's framing of a message. It must stay equal
+// to internal/router's parseMessages (chatOverheadChars), so that the
+// simulated router estimates tokens from the same input as the live one.
+func ChatChars(role, content string) int { return len(content) + len(role) + chatOverheadChars }
+
+// chatOverheadChars mirrors internal/router's chatOverheadChars.
+const chatOverheadChars = 24
+
+// runConfig is the free-form configuration recorded in a run's JSON: what a
+// reader needs to rerun it.
+func runConfig(s *Spec) map[string]any {
+	p := s.Router.PolicyParams()
+	for _, v := range variants {
+		if v.name == s.Policy {
+			v.set(&p)
+		}
+	}
+	m := s.Model
+	prof := s.Profile
+	return map[string]any{
+		"engine": "llm-ring sim (discrete-event, virtual time)",
+		"profile": map[string]any{
+			"name": prof.Name, "conversations": prof.Conversations, "concurrency": prof.Concurrency,
+			"ramp_s": prof.RampS, "turns_min": prof.TurnsMin, "turns_max": prof.TurnsMax,
+			"doc_share": prof.DocShare, "doc_words": prof.DocWords,
+			"user_words_min": prof.UserWordsMin, "user_words_max": prof.UserWordsMax,
+			"think_s_min": prof.ThinkSMin, "think_s_max": prof.ThinkSMax,
+			"max_tokens": prof.MaxTokens, "max_context_tokens": prof.MaxContextTokens,
+			"system_prompts": prof.SystemPrompts,
+		},
+		"replica": map[string]any{
+			"n_parallel": m.NParallel, "ctx_size": m.CtxSize, "n_batch": m.NBatch,
+			"cache_ram_mib": m.CacheRAMMiB, "bytes_per_token": m.BytesPerToken,
+			"step_overhead": m.StepOverhead.String(), "token_cost": m.TokenCost.String(),
+			"attn_cost": m.AttnCost.String(), "answer_min": m.AnswerMin, "answer_max": m.AnswerMax,
+			"seed": m.Seed, "shared_cpu": s.SharedCPU,
+		},
+		"router": map[string]any{
+			"policy": s.Policy, "virtual_nodes": s.Router.VirtualNodes,
+			"epsilon": p.Epsilon, "bounded_load_unit": p.Unit.String(),
+			"llm_aware": map[string]any{
+				"cache_aware_load": p.CacheAwareLoad, "placement_memory": p.PlacementMemory,
+				"long_stickiness": p.LongStickiness, "long_prompt_tokens": p.LongPromptTokens,
+				"long_cap_factor": p.LongCapFactor,
+			},
+			"placement_memory": map[string]any{
+				"max_entries": s.Router.PlacementMemory.MaxEntries, "ttl": s.Router.PlacementMemory.TTL.D().String(),
+			},
+			"chars_per_token": s.Router.CharsPerToken,
+		},
+		"scale_at_s":   s.ScaleAt.Seconds(),
+		"load_delay_s": s.LoadDelay.Seconds(),
+	}
+}

@@ -1,0 +1,278 @@
+package sim
+
+import (
+	"fmt"
+	"image/color"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/llm-ring/llm-ring/internal/analysis"
+)
+
+// SweepPoint is the analysis of the runs made with one value of a swept
+// setting.
+type SweepPoint struct {
+	Value   string // as given on the command line ("0.25")
+	Summary analysis.Summary
+}
+
+// SweepFiles returns the names of a sweep's table and chart for key.
+func SweepFiles(key string) (md, png string) {
+	return "sweep-" + key + ".md", "sweep-" + key + ".png"
+}
+
+// WriteSweep writes the sweep's table (markdown) and chart (PNG) into dir,
+// named by SweepFiles, and returns their paths.
+func WriteSweep(dir, key string, pts []SweepPoint) (md, png string, err error) {
+	mdName, pngName := SweepFiles(key)
+	md, png = filepath.Join(dir, mdName), filepath.Join(dir, pngName)
+	err = writeFile(md, func(w io.Writer) error {
+		fmt.Fprintf(w, "# Sweep of %s\n\n", key)
+		fmt.Fprintf(w, "Each row is one policy at one value of %s: the mean over its runs (seeds) ± the half-width "+
+			"of the 95 %% confidence interval (Student t), as in summary.md. Hit rate: follow-up turns whose "+
+			"prompt reused ≥ %s of the previous turn's prompt from the cache.\n\n",
+			key, strconv.FormatFloat(analysis.DefaultHitFraction, 'f', -1, 64))
+		if err := WriteSweepTable(w, key, pts); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "\n![Hit rate and p95 latency against %s, one line per policy](%s)\n", key, pngName)
+		return nil
+	})
+	if err != nil {
+		return "", "", err
+	}
+	if err := writeFile(png, func(w io.Writer) error { return WriteSweepChart(w, key, pts) }); err != nil {
+		return "", "", err
+	}
+	return md, png, nil
+}
+
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// WriteSweepTable writes the sweep as a markdown table: one row per (value,
+// policy), in the order of the values, then policies in analysis order.
+func WriteSweepTable(w io.Writer, key string, pts []SweepPoint) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "| %s | policy | runs | requests | errors | hit rate | redirects / run | p50 latency (s) | p95 latency (s) | imbalance |\n", key)
+	b.WriteString("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, pt := range pts {
+		for i := range pt.Summary.Policies {
+			p := &pt.Summary.Policies[i]
+			fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %s | %s | %s | %s | %s |\n",
+				pt.Value, p.Policy, p.Runs, p.Requests, p.Errors,
+				estimate(p.HitRate, 100, 1, "%"), perRun(p.Redirects, p.Runs),
+				estimate(p.LatencyP50S, 1, 1, ""), estimate(p.LatencyP95S, 1, 1, ""), estimate(p.Imbalance, 1, 3, ""))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func perRun(n, runs int) string {
+	if runs == 0 {
+		return "n/a"
+	}
+	return strconv.FormatFloat(float64(n)/float64(runs), 'f', 1, 64)
+}
+
+// estimate formats mean ± half-width, scaled, with prec decimals.
+func estimate(e analysis.Estimate, scale float64, prec int, unit string) string {
+	if e.N == 0 || math.IsNaN(e.Mean) {
+		return "n/a"
+	}
+	s := strconv.FormatFloat(e.Mean*scale, 'f', prec, 64) + unit
+	if e.N >= 2 && !math.IsNaN(e.HalfWidth) {
+		s += " ± " + strconv.FormatFloat(e.HalfWidth*scale, 'f', prec, 64)
+	}
+	return s
+}
+
+// WriteSweepChart draws the sweep: hit rate (left) and p95 latency (right)
+// against the swept value, one line per policy, with 95 % confidence
+// intervals as error bars. Numeric values are placed on a numeric axis;
+// otherwise the values are evenly spaced categories.
+func WriteSweepChart(w io.Writer, key string, pts []SweepPoint) error {
+	if len(pts) == 0 {
+		return analysis.ErrNoRuns
+	}
+	xs := make([]float64, len(pts))
+	numeric := true
+	for i, pt := range pts {
+		v, err := strconv.ParseFloat(pt.Value, 64)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+			numeric = false
+		}
+		xs[i] = v
+	}
+	if !numeric {
+		for i := range xs {
+			xs[i] = float64(i)
+		}
+	}
+	// Policies in order of first appearance (each summary is in analysis order).
+	var names []string
+	for _, pt := range pts {
+		for _, p := range pt.Summary.Policies {
+			if !contains(names, p.Policy) {
+				names = append(names, p.Policy)
+			}
+		}
+	}
+	analysis.SortPolicies(names)
+	panels := []struct {
+		title, ylabel string
+		value         func(*analysis.PolicySummary) analysis.Estimate
+		scale         float64
+	}{
+		{"Cache hit rate (follow-up turns)", "hit rate (%)", func(p *analysis.PolicySummary) analysis.Estimate { return p.HitRate }, 100},
+		{"p95 latency", "p95 latency (s)", func(p *analysis.PolicySummary) analysis.Estimate { return p.LatencyP95S }, 1},
+	}
+	const width, height = 12 * vg.Inch, 5 * vg.Inch
+	plots := [][]*plot.Plot{nil}
+	for pi, pn := range panels {
+		p := plot.New()
+		p.Title.Text = pn.title + " vs " + key
+		p.Title.TextStyle.Font.Size = 13
+		p.X.Label.Text = key
+		p.Y.Label.Text = pn.ylabel
+		p.Add(plotter.NewGrid())
+		if !numeric {
+			labels := make([]string, len(pts))
+			for i, pt := range pts {
+				labels[i] = pt.Value
+			}
+			p.NominalX(labels...)
+		}
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for ci, name := range names {
+			var line plotter.XYs
+			var bars plotter.XYs
+			var errs plotter.YErrors
+			for i, pt := range pts {
+				ps := findPolicy(&pt.Summary, name)
+				if ps == nil {
+					continue
+				}
+				e := pn.value(ps)
+				if e.N == 0 || math.IsNaN(e.Mean) {
+					continue
+				}
+				y := e.Mean * pn.scale
+				line = append(line, plotter.XY{X: xs[i], Y: y})
+				lo, hi = math.Min(lo, y), math.Max(hi, y)
+				if e.N >= 2 && !math.IsNaN(e.HalfWidth) {
+					hw := e.HalfWidth * pn.scale
+					bars = append(bars, plotter.XY{X: xs[i], Y: y})
+					errs = append(errs, struct{ Low, High float64 }{hw, hw})
+					lo, hi = math.Min(lo, y-hw), math.Max(hi, y+hw)
+				}
+			}
+			if len(line) == 0 {
+				continue
+			}
+			l, s, err := plotter.NewLinePoints(line)
+			if err != nil {
+				return err
+			}
+			c := seriesColor(ci)
+			l.Color, s.Color = c, c
+			l.Width = vg.Points(2)
+			s.Shape = plotutil.Shape(ci)
+			s.Radius = vg.Points(3.5)
+			p.Add(l, s)
+			if len(bars) > 0 {
+				eb := &plotter.YErrorBars{XYs: bars, YErrors: errs, LineStyle: l.LineStyle, CapWidth: vg.Points(6)}
+				eb.LineStyle.Width = vg.Points(1)
+				p.Add(eb)
+			}
+			if pi == 0 {
+				p.Legend.Add(name, l, s)
+			}
+		}
+		if pi == 0 {
+			p.Legend.Top = false
+			p.Legend.Left = true
+			p.Legend.YOffs = vg.Points(4)
+			p.Legend.XOffs = vg.Points(4)
+		}
+		if !math.IsInf(lo, 0) {
+			pad := math.Max((hi-lo)*0.1, 0.5)
+			p.Y.Min, p.Y.Max = math.Max(0, lo-pad), hi+pad
+			if pi == 0 {
+				p.Y.Max = math.Min(100, p.Y.Max)
+			}
+		}
+		if len(xs) > 0 {
+			minX, maxX := xs[0], xs[0]
+			for _, x := range xs {
+				minX, maxX = math.Min(minX, x), math.Max(maxX, x)
+			}
+			pad := math.Max((maxX-minX)*0.05, 0.5)
+			if numeric && maxX > minX {
+				pad = (maxX - minX) * 0.05
+			}
+			p.X.Min, p.X.Max = minX-pad, maxX+pad
+		}
+		plots[0] = append(plots[0], p)
+	}
+	img := vgimg.New(width, height)
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: 1, Cols: len(plots[0]), PadX: vg.Points(24),
+		PadTop: vg.Points(8), PadBottom: vg.Points(8), PadLeft: vg.Points(8), PadRight: vg.Points(8)}
+	canvases := plot.Align(plots, tiles, dc)
+	for i, p := range plots[0] {
+		p.Draw(canvases[0][i])
+	}
+	_, err := vgimg.PngCanvas{Canvas: img}.WriteTo(w)
+	return err
+}
+
+func findPolicy(s *analysis.Summary, name string) *analysis.PolicySummary {
+	for i := range s.Policies {
+		if s.Policies[i].Policy == name {
+			return &s.Policies[i]
+		}
+	}
+	return nil
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// seriesColor gives each policy a distinct colour: the dark palette, then
+// the soft one.
+func seriesColor(i int) color.Color {
+	dark, soft := plotutil.DarkColors, plotutil.SoftColors
+	i %= len(soft) + len(dark)
+	if i < len(dark) {
+		return dark[i]
+	}
+	return soft[i-len(dark)]
+}
