@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,11 +39,12 @@ type simOptions struct {
 	model     model.Config
 	sweepKey  string
 	sweepVals []string
+	cpuProf   string
 }
 
 // simNoSweep lists the flags that cannot be swept: they choose what runs
 // and where it goes, not a setting of the system.
-var simNoSweep = []string{"policies", "profile", "seeds", "seed", "out-dir", "force", "workers", "analyze", "sweep", "config"}
+var simNoSweep = []string{"policies", "profile", "seeds", "seed", "out-dir", "force", "workers", "analyze", "sweep", "config", "cpuprofile"}
 
 // cmdSim runs the study in virtual time: the same policies, load
 // accounting, placement memory and replica model as the live path, driven
@@ -52,6 +55,17 @@ func cmdSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	o, err := parseSimFlags(args, stderr)
 	if err != nil {
 		return err
+	}
+	if o.cpuProf != "" {
+		f, err := os.Create(o.cpuProf)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	type point struct {
 		value string
@@ -181,6 +195,7 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	conversations := fs.Int("conversations", 0, "override the profile's number of conversations (0: the profile's)")
 	concurrency := fs.Int("concurrency", 0, "override the profile's number of concurrent users (0: the profile's)")
 	sweep := fs.String("sweep", "", "run once per value of a flag and chart the results, e.g. epsilon=0.1,0.25,0.5,1.0, cache-ram-mib=64,512, replicas=2,3,4")
+	cpuProf := fs.String("cpuprofile", "", "write a CPU profile of the whole command to this file (go tool pprof)")
 	cfgPath := fs.String("config", "", "router configuration file (YAML, as for llm-ring router): its routing keys are used; flags below override them")
 
 	def := sim.DefaultRouter()
@@ -193,7 +208,7 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	}
 
 	o := &simOptions{replicas: *replicas, shared: *shared, outDir: *outDir, force: *force, workers: *workers,
-		analyze: *analyze, model: mcfg, loadDelay: *loadDelay}
+		analyze: *analyze, model: mcfg, loadDelay: *loadDelay, cpuProf: *cpuProf}
 	for _, p := range splitWords(*policies) {
 		if slices.Contains(o.policies, p) {
 			return nil, usageError{fmt.Errorf("--policies: %q given twice", p)}

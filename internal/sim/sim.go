@@ -61,7 +61,6 @@ type user struct {
 	// The request in flight.
 	ticket  state.Ticket
 	reason  policy.Reason
-	policy  string
 	replica int32
 	sent    time.Duration
 	ttft    time.Duration
@@ -75,18 +74,27 @@ type replicaRef struct {
 	member int32
 }
 
-type flightKey struct {
-	replica int32
-	id      model.ID
+// flight is a request in flight on a replica: its model id and its user.
+type flight struct {
+	id   model.ID
+	user int32
 }
 
-// counterKey is one llm_ring_requests_total series.
-type counterKey struct {
-	policy  string
-	replica int32
-	reason  policy.Reason
-	code    int
+// codes are the HTTP statuses a simulated request can end with.
+var codes = [...]int{200, 400, 503}
+
+func codeIndex(code int) int {
+	for i, c := range codes {
+		if c == code {
+			return i
+		}
+	}
+	panic(fmt.Sprintf("sim: unexpected status %d", code))
 }
+
+// nReasons bounds policy.Reason values (reason 0: none, for a request
+// that found no replica).
+const nReasons = 16
 
 type sim struct {
 	spec    *Spec
@@ -96,30 +104,30 @@ type sim struct {
 	table   *state.Table
 	polName string
 
-	groups              []*model.Group
-	members             [][]int32 // members[g][m] is the replica index of member m of group g
-	reps                []replicaRef
-	snapIdx             []int32 // replica index of each position of the table's (name-sorted) snapshot
-	wakeAt              []time.Duration
-	wakeSet             []bool
-	wakeVer             []uint32
-	q                   queue
-	now                 time.Duration
-	users               []user
-	active              int
-	flights             map[flightKey]int32
-	evs                 []model.Event
-	rows                RowWriter
-	row                 record.Request
-	res                 Result
-	counters            map[counterKey]int64
-	cached              int64
-	prompted            int64
-	predicted           int64
-	cacheLost           int64
-	lastEnd             time.Duration
-	scaleAt, scaleReady time.Duration
-	scaled              bool
+	groups  []*model.Group
+	members [][]int32 // members[g][m] is the replica index of member m of group g
+	reps    []replicaRef
+	snapIdx []int32 // replica index of each position of the table's (name-sorted) snapshot
+	wakeAt  []time.Duration
+	wakeSet []bool
+	wakeVer []uint32
+	q       queue
+	now     time.Duration
+	users   []user
+	active  int
+	flights [][]flight // flights[r]: the requests in flight on replica r (a handful)
+	evs     []model.Event
+	rows    RowWriter
+	row     record.Request
+	res     Result
+
+	// counters[(r+1)·nReasons·len(codes) + reason·len(codes) + code index]
+	// counts requests by replica (r = -1: none), reason and status.
+	counters                     []int64
+	cached, prompted, predicted  int64
+	cacheLost                    int64
+	lastEnd, scaleAt, scaleReady time.Duration
+	scaled                       bool
 }
 
 // Run simulates one run and writes its rows to rows, in the order requests
@@ -164,9 +172,8 @@ func newSim(spec *Spec, rows RowWriter) (*sim, error) {
 		table:    state.New(scfg, pol),
 		polName:  pol.Name(),
 		users:    make([]user, spec.Profile.Concurrency),
-		flights:  make(map[flightKey]int32, spec.Profile.Concurrency),
 		rows:     rows,
-		counters: map[counterKey]int64{},
+		counters: make([]int64, nReasons*len(codes)), // requests that found no replica
 	}
 	if h := spec.Hash; h != nil {
 		s.hash = func(k string) uint64 { return h([]byte(k)) }
@@ -212,6 +219,8 @@ func (s *sim) addReplica() error {
 		return err
 	}
 	s.members[gi] = append(s.members[gi], i)
+	s.flights = append(s.flights, nil)
+	s.counters = append(s.counters, make([]int64, nReasons*len(codes))...)
 	s.reps = append(s.reps, replicaRef{name: ReplicaName(int(i)), group: int32(gi), member: int32(m)})
 	return nil
 }
@@ -233,6 +242,9 @@ func (s *sim) setReplicas(n int) {
 }
 
 func (s *sim) loop(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	for u := range s.users {
 		s.active++
 		s.startConversation(int32(u), u, 0)
@@ -309,7 +321,11 @@ func (s *sim) send(u int32) error {
 	turn := &c.Turns[us.turn]
 	us.toks = model.AppendMessageTokens(us.toks, model.Message{Role: "user", Content: turn.User})
 	us.chars += ChatChars("user", turn.User)
+	// The prompt and the history share one array: the answer is appended
+	// over the generation prompt (the same tokens) once the replica is done
+	// reading the prompt.
 	prompt := model.AppendGenerationPrompt(us.toks)
+	us.toks = prompt[:len(us.toks)]
 	us.sent, us.ttft = s.now, 0
 	s.res.Sent++
 
@@ -319,11 +335,11 @@ func (s *sim) send(u int32) error {
 		if !errors.Is(err, state.ErrNoReplica) {
 			return err
 		}
-		us.replica, us.reason, us.ticket, us.policy = -1, 0, state.Ticket{}, s.polName
+		us.replica, us.reason, us.ticket = -1, 0, state.Ticket{}
 		return s.fail(u, 503, ErrTextNoReplica)
 	}
 	r := s.snapIdx[tk.Index]
-	us.ticket, us.reason, us.replica, us.policy = tk, d.Reason, r, d.Trace.Policy
+	us.ticket, us.reason, us.replica = tk, d.Reason, r
 	ref := &s.reps[r]
 	id, err := s.groups[ref.group].Submit(s.now, int(ref.member), model.Request{Tokens: prompt, NPredict: turn.MaxTokens})
 	if err != nil {
@@ -334,7 +350,7 @@ func (s *sim) send(u int32) error {
 		s.reschedule(ref.group)
 		return s.fail(u, 400, err.Error())
 	}
-	s.flights[flightKey{r, id}] = u
+	s.flights[r] = append(s.flights[r], flight{id, u})
 	s.reschedule(ref.group)
 	return nil
 }
@@ -378,17 +394,19 @@ func (s *sim) wake(g int32) error {
 		ev := &s.evs[i]
 		s.res.ModelEvents++
 		r := s.members[g][ev.Replica]
-		key := flightKey{r, ev.ID}
-		u, ok := s.flights[key]
-		if !ok {
+		fl := s.flights[r]
+		k := slices.IndexFunc(fl, func(f flight) bool { return f.id == ev.ID })
+		if k < 0 {
 			return fmt.Errorf("sim: %s event for request %d on %s, which is not in flight", ev.Kind, ev.ID, s.reps[r].name)
 		}
+		u := fl[k].user
 		us := &s.users[u]
 		switch ev.Kind {
 		case model.EventFirstToken:
 			us.ttft = ev.At - us.sent
 		case model.EventDone:
-			delete(s.flights, key)
+			fl[k] = fl[len(fl)-1]
+			s.flights[r] = fl[:len(fl)-1]
 			if err := s.complete(u, ev.Result, ev.At); err != nil {
 				return err
 			}
@@ -433,7 +451,7 @@ func (s *sim) complete(u int32, res *model.Result, at time.Duration) error {
 }
 
 func (s *sim) count(us *user, code int) {
-	s.counters[counterKey{policy: us.policy, replica: us.replica, reason: us.reason, code: code}]++
+	s.counters[(int(us.replica)+1)*nReasons*len(codes)+int(us.reason)*len(codes)+codeIndex(code)]++
 }
 
 // writeRow writes the row of the user's current request, ended at `end`.
@@ -506,13 +524,19 @@ func (s *sim) metrics() map[string]float64 {
 		"sim_events_total":                               float64(s.res.Events),
 		"sim_model_events_total":                         float64(s.res.ModelEvents),
 	}
-	for k, n := range s.counters {
-		replica, reason := "", ""
-		if k.replica >= 0 {
-			replica, reason = s.reps[k.replica].name, k.reason.String()
+	for i, n := range s.counters {
+		if n == 0 {
+			continue
+		}
+		r := i/(nReasons*len(codes)) - 1
+		reason := policy.Reason(i / len(codes) % nReasons)
+		code := codes[i%len(codes)]
+		rname, rs := "", ""
+		if r >= 0 {
+			rname, rs = s.reps[r].name, reason.String()
 		}
 		m[fmt.Sprintf(`llm_ring_requests_total{code="%d",policy="%s",reason="%s",replica="%s"}`,
-			k.code, k.policy, reason, replica)] += float64(n)
+			code, s.polName, rs, rname)] = float64(n)
 	}
 	var evictions, saves, loads int64
 	for _, ref := range s.reps {

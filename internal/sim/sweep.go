@@ -149,6 +149,21 @@ func WriteSweepChart(w io.Writer, key string, pts []SweepPoint) error {
 		{"p95 latency", "p95 latency (s)", func(p *analysis.PolicySummary) analysis.Estimate { return p.LatencyP95S }, 1},
 	}
 	const width, height = 12 * vg.Inch, 5 * vg.Inch
+	minX, maxX := xs[0], xs[0]
+	for _, x := range xs {
+		minX, maxX = math.Min(minX, x), math.Max(maxX, x)
+	}
+	span := maxX - minX
+	if span == 0 {
+		span = 1
+	}
+	// Lines are nudged sideways a little so that their error bars do not
+	// hide each other.
+	dodge := func(ci int) float64 { return (float64(ci) - float64(len(names)-1)/2) * span * 0.012 }
+	ticks := make([]plot.Tick, len(pts))
+	for i, pt := range pts {
+		ticks[i] = plot.Tick{Value: xs[i], Label: pt.Value}
+	}
 	plots := [][]*plot.Plot{nil}
 	for pi, pn := range panels {
 		p := plot.New()
@@ -156,14 +171,8 @@ func WriteSweepChart(w io.Writer, key string, pts []SweepPoint) error {
 		p.Title.TextStyle.Font.Size = 13
 		p.X.Label.Text = key
 		p.Y.Label.Text = pn.ylabel
+		p.X.Tick.Marker = plot.ConstantTicks(ticks)
 		p.Add(plotter.NewGrid())
-		if !numeric {
-			labels := make([]string, len(pts))
-			for i, pt := range pts {
-				labels[i] = pt.Value
-			}
-			p.NominalX(labels...)
-		}
 		lo, hi := math.Inf(1), math.Inf(-1)
 		for ci, name := range names {
 			var line plotter.XYs
@@ -178,12 +187,12 @@ func WriteSweepChart(w io.Writer, key string, pts []SweepPoint) error {
 				if e.N == 0 || math.IsNaN(e.Mean) {
 					continue
 				}
-				y := e.Mean * pn.scale
-				line = append(line, plotter.XY{X: xs[i], Y: y})
+				x, y := xs[i]+dodge(ci), e.Mean*pn.scale
+				line = append(line, plotter.XY{X: x, Y: y})
 				lo, hi = math.Min(lo, y), math.Max(hi, y)
 				if e.N >= 2 && !math.IsNaN(e.HalfWidth) {
 					hw := e.HalfWidth * pn.scale
-					bars = append(bars, plotter.XY{X: xs[i], Y: y})
+					bars = append(bars, plotter.XY{X: x, Y: y})
 					errs = append(errs, struct{ Low, High float64 }{hw, hw})
 					lo, hi = math.Min(lo, y-hw), math.Max(hi, y+hw)
 				}
@@ -210,30 +219,20 @@ func WriteSweepChart(w io.Writer, key string, pts []SweepPoint) error {
 				p.Legend.Add(name, l, s)
 			}
 		}
-		if pi == 0 {
-			p.Legend.Top = false
-			p.Legend.Left = true
-			p.Legend.YOffs = vg.Points(4)
-			p.Legend.XOffs = vg.Points(4)
-		}
 		if !math.IsInf(lo, 0) {
-			pad := math.Max((hi-lo)*0.1, 0.5)
-			p.Y.Min, p.Y.Max = math.Max(0, lo-pad), hi+pad
+			// Head room above the data for the legend (left panel).
+			r := math.Max(hi-lo, 1)
+			p.Y.Min = math.Max(0, lo-0.08*r)
+			p.Y.Max = hi + 0.08*r
 			if pi == 0 {
-				p.Y.Max = math.Min(100, p.Y.Max)
+				p.Y.Max = hi + (0.1+0.075*float64(len(names)))*r
+				p.Legend.Top, p.Legend.Left = true, true
+				p.Legend.XOffs, p.Legend.YOffs = vg.Points(6), -vg.Points(4)
+				p.Legend.TextStyle.Font.Size = 10
 			}
 		}
-		if len(xs) > 0 {
-			minX, maxX := xs[0], xs[0]
-			for _, x := range xs {
-				minX, maxX = math.Min(minX, x), math.Max(maxX, x)
-			}
-			pad := math.Max((maxX-minX)*0.05, 0.5)
-			if numeric && maxX > minX {
-				pad = (maxX - minX) * 0.05
-			}
-			p.X.Min, p.X.Max = minX-pad, maxX+pad
-		}
+		pad := span * 0.06
+		p.X.Min, p.X.Max = minX-pad, maxX+pad
 		plots[0] = append(plots[0], p)
 	}
 	img := vgimg.New(width, height)

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/llm-ring/llm-ring/internal/analysis"
+)
+
+func TestParseSeeds(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    []int64
+		wantErr string
+	}{
+		{"1", []int64{1}, ""},                        // one seed
+		{"1-3", []int64{1, 2, 3}, ""},                // a range, inclusive
+		{"1-3,7", []int64{1, 2, 3, 7}, ""},           // range and list
+		{"5,2", []int64{5, 2}, ""},                   // order kept
+		{" 4 , 6 ", []int64{4, 6}, ""},               // spaces
+		{"-2", []int64{-2}, ""},                      // a negative seed is a seed, not a range
+		{"3-1", nil, "goes backwards"},               // backwards range
+		{"1,1", nil, "given twice"},                  // duplicate
+		{"1-3,2", nil, "given twice"},                // duplicate through a range
+		{"x", nil, `"x" is not a seed`},              // not a number
+		{"", nil, "no seed"},                         // nothing
+		{"1-1000000", nil, "more than 100000 seeds"}, // typo guard
+	} {
+		got, err := parseSeeds(tc.in)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("parseSeeds(%q) error %v, want %q", tc.in, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("parseSeeds(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestJoinListFlag(t *testing.T) {
+	for _, tc := range []struct {
+		in, want []string
+	}{
+		// several words after the flag become one value
+		{[]string{"--policies", "bounded", "llm-aware", "--seeds", "1-3"}, []string{"--policies=bounded,llm-aware", "--seeds", "1-3"}},
+		// single dash, at the end
+		{[]string{"-seeds", "1", "-policies", "consistent"}, []string{"-seeds", "1", "-policies=consistent"}},
+		// no word after it: left for the flag package to report
+		{[]string{"--policies", "--seeds", "1"}, []string{"--policies", "--seeds", "1"}},
+		// the = form is untouched
+		{[]string{"--policies=a,b"}, []string{"--policies=a,b"}},
+	} {
+		if got := joinListFlag(tc.in, "policies"); !slices.Equal(got, tc.want) {
+			t.Errorf("joinListFlag(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestSimFlagErrors: every bad argument is a usage error naming the problem.
+func TestSimFlagErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--policies", "fastest"}, `unknown policy "fastest"`},
+		{[]string{"--policies", "bounded", "bounded"}, `"bounded" given twice`},
+		{[]string{"--seeds", "3-1"}, "--seeds: range"},
+		{[]string{"--seed", "1", "--seeds", "2"}, "not both"},
+		{[]string{"--profile", "nope"}, `profile "nope"`},
+		{[]string{"--replicas", "0"}, "--replicas"},
+		{[]string{"--epsilon", "0"}, "epsilon: must be > 0"},
+		{[]string{"--bounded-load-unit", "bytes"}, "bounded_load_unit"},
+		{[]string{"--n-parallel", "0"}, "n_parallel"},
+		{[]string{"--concurrency", "1000"}, "concurrency"},
+		{[]string{"--scale-at", "-1"}, "--scale-at"},
+		{[]string{"--sweep", "epsilon"}, "want KEY=V1,V2"},
+		{[]string{"--sweep", "nope=1,2"}, `no flag named "nope"`},
+		{[]string{"--sweep", "seeds=1,2"}, "cannot be swept"},
+		{[]string{"--sweep", "epsilon=0.5,0.5"}, "given twice"},
+		{[]string{"--config", "/nonexistent/router.yaml"}, "router.yaml"},
+	} {
+		var stderr bytes.Buffer
+		err := cmdSim(context.Background(), joinArgs(tc.args, t.TempDir()), &bytes.Buffer{}, &stderr)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want one containing %q", tc.args, err, tc.want)
+			continue
+		}
+		var ue usageError
+		if !errors.As(err, &ue) {
+			t.Errorf("%q: %v is not a usage error (exit code 2)", tc.args, err)
+		}
+	}
+	// A sweep value the flag rejects names the key and the value.
+	err := cmdSim(context.Background(), []string{"--profile", "quick", "--out-dir", t.TempDir(), "--sweep", "epsilon=0.5,-1"}, &bytes.Buffer{}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "--sweep epsilon=-1") {
+		t.Errorf("bad sweep value: error %v", err)
+	}
+}
+
+func joinArgs(args []string, dir string) []string {
+	return append([]string{"--out-dir", dir, "--profile", "quick"}, args...)
+}
+
+// TestSimCommand runs the command end to end on the quick profile: the runs'
+// files, the analysis, the table on stdout; a second run into the same
+// folder is refused; a sweep writes one folder per value plus its table and
+// chart.
+func TestSimCommand(t *testing.T) {
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	args := []string{"--policies", "consistent", "llm-aware-no-memory", "--profile", "quick", "--seeds", "1-2", "--out-dir", dir}
+	if err := cmdSim(context.Background(), args, &stdout, &stderr); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	for _, f := range []string{"s1-consistent-sim.csv", "s2-llm-aware-no-memory-sim.json", analysis.SummaryMD, analysis.SummaryPNG} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("missing %s: %v", f, err)
+		}
+	}
+	if !strings.Contains(stdout.String(), "| Metric | consistent | llm-aware-no-memory |") {
+		t.Errorf("stdout has no summary table:\n%s", stdout.String())
+	}
+	if err := cmdSim(context.Background(), args, &stdout, &stderr); err == nil || !strings.Contains(err.Error(), "already exists") {
+		t.Errorf("second run into the same folder: %v, want a refusal", err)
+	}
+
+	sweep := t.TempDir()
+	stdout.Reset()
+	if err := cmdSim(context.Background(), []string{"--policies", "bounded", "llm-aware", "--profile", "quick",
+		"--seeds", "1,2", "--out-dir", sweep, "--sweep", "epsilon=0.1,1"}, &stdout, &stderr); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	for _, f := range []string{"sweep-epsilon.md", "sweep-epsilon.png", "epsilon=0.1/s2-bounded-sim.csv", "epsilon=1/summary.md"} {
+		if _, err := os.Stat(filepath.Join(sweep, f)); err != nil {
+			t.Errorf("missing %s: %v", f, err)
+		}
+	}
+	for _, want := range []string{"| epsilon | policy |", "| 0.1 | bounded | 2 |", "| 1 | llm-aware | 2 |"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("sweep table lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	// The swept value reached the runs.
+	b, err := os.ReadFile(filepath.Join(sweep, "epsilon=0.1", "s1-bounded-sim.json"))
+	if err != nil || !strings.Contains(string(b), `"epsilon": 0.1`) {
+		t.Errorf("epsilon=0.1 run JSON does not record epsilon 0.1: %v", err)
+	}
+}
