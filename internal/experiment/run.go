@@ -1,0 +1,367 @@
+package experiment
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/llm-ring/llm-ring/internal/record"
+	"github.com/llm-ring/llm-ring/internal/traffic"
+)
+
+// ErrInterrupted is returned (wrapped) by Run when ctx was cancelled: the run
+// in progress was written with the rows recorded so far.
+var ErrInterrupted = errors.New("interrupted")
+
+// RunFile is the run JSON the live runner writes: record.Run, which the
+// analysis reads, and what only a live run knows.
+type RunFile struct {
+	record.Run
+	// Interrupted: the run was stopped (Ctrl-C) before its traffic ended;
+	// the CSV holds the requests recorded until then.
+	Interrupted bool `json:"interrupted"`
+	// ExpectedRequests is the sum of the conversations' turns: an upper
+	// bound, as a conversation ends early when its next turn would not fit
+	// the context budget, or after a failed turn.
+	ExpectedRequests int `json:"expected_requests"`
+	// ConversationsCut counts conversations ended early by the context budget.
+	ConversationsCut int `json:"conversations_cut"`
+	// ScaleError says why the scale-up failed, if it did.
+	ScaleError string `json:"scale_error,omitempty"`
+	// MetricsError says why the router's metrics could not be read, if so.
+	MetricsError string `json:"metrics_error,omitempty"`
+	// ReplicaMetrics holds each embedded replica's final /metrics
+	// (llamacpp:* and llm_ring_sim_* series, such as the RAM cache's
+	// evictions), by replica name.
+	ReplicaMetrics map[string]map[string]float64 `json:"replica_metrics,omitempty"`
+}
+
+// Result is one run, finished or interrupted.
+type Result struct {
+	File     RunFile
+	CSVPath  string
+	JSONPath string
+}
+
+// Run executes the spec's runs in Plan order and writes each run's CSV and
+// JSON into spec.OutDir. It refuses to start when a run's files already
+// exist (unless spec.Force). It stops at the first run that fails; when ctx
+// is cancelled it writes the run in progress and returns ErrInterrupted.
+func Run(ctx context.Context, spec Spec) ([]Result, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	mode := spec.Mode()
+	plan := Plan(spec.Policies, spec.Seeds, spec.Alternate, mode)
+	if err := os.MkdirAll(spec.OutDir, 0o755); err != nil {
+		return nil, fmt.Errorf("output folder: %w", err)
+	}
+	if !spec.Force {
+		for _, pl := range plan {
+			for _, ext := range []string{".csv", ".json"} {
+				path := filepath.Join(spec.OutDir, pl.RunID+ext)
+				if _, err := os.Stat(path); err == nil {
+					return nil, fmt.Errorf("%s already exists: a run %s was recorded there before "+
+						"(use another output folder, remove it, or force overwriting)", path, pl.RunID)
+				} else if !errors.Is(err, fs.ErrNotExist) {
+					return nil, err
+				}
+			}
+		}
+	}
+	client := newClient(&spec)
+	defer client.CloseIdleConnections()
+	var tgt target
+	if mode == ModeExternal {
+		x := &external{spec: &spec, client: client}
+		if spec.Prepare {
+			if spec.Progress != nil {
+				fmt.Fprintf(spec.Progress, "[prepare] running %q, waiting for the extra replica, then %q\n", spec.ScaleCmd, spec.UnscaleCmd)
+			}
+			if err := x.prepare(ctx); err != nil {
+				return nil, err
+			}
+		}
+		tgt = x
+	} else {
+		tgt = newEmbedded(&spec, client)
+	}
+	convs := map[int64][]traffic.Conversation{}
+	var results []Result
+	for _, pl := range plan {
+		cs, ok := convs[pl.Seed]
+		if !ok {
+			var err error
+			if cs, err = traffic.Generate(spec.Profile, pl.Seed); err != nil {
+				return results, err
+			}
+			convs[pl.Seed] = cs
+		}
+		res, err := runOne(ctx, &spec, tgt, pl, cs, client)
+		if res != nil {
+			results = append(results, *res)
+		}
+		if err != nil {
+			return results, err
+		}
+	}
+	return results, nil
+}
+
+func newClient(spec *Spec) *http.Client {
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: spec.Profile.Concurrency + 8,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true, // SSE must arrive as sent
+	}
+	if spec.Mode() == ModeExternal {
+		tr.Proxy = http.ProxyFromEnvironment
+	}
+	return &http.Client{Transport: tr}
+}
+
+// runOne runs one policy on one seed's conversations and writes its files.
+func runOne(ctx context.Context, spec *Spec, tgt target, pl Planned, convs []traffic.Conversation,
+	client *http.Client) (*Result, error) {
+	label := fmt.Sprintf("%s seed %d", pl.Policy, pl.Seed)
+	url, replicas, err := tgt.start(ctx, pl.Policy)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: %w", pl.RunID, err)
+	}
+	// Everything started must stop, whatever happens below.
+	stopped := false
+	scaled := false
+	stop := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		defer cancel()
+		if ctx.Err() == nil {
+			sctx = ctx
+		}
+		return tgt.stop(sctx, scaled)
+	}
+	defer stop()
+	before, err := scrape(ctx, client, url)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: %w", pl.RunID, err)
+	}
+
+	expected := 0
+	for i := range convs {
+		expected += len(convs[i].Turns)
+	}
+	d := &driver{
+		url:     url,
+		client:  client,
+		profile: spec.Profile,
+		convs:   convs,
+		speed:   spec.Speed,
+		headers: !spec.NoHeaders,
+		base:    record.Request{RunID: pl.RunID, Policy: pl.Policy, Seed: pl.Seed},
+	}
+	prog := newProgress(spec.Progress, spec.Terminal, label, expected)
+	d.onRow = func(r *record.Request) {
+		prog.add(r.Error != "" || r.Status != http.StatusOK)
+		if spec.OnRequest != nil {
+			spec.OnRequest(r)
+		}
+	}
+
+	runCtx, cancelRun := context.WithCancel(ctx)
+	defer cancelRun()
+	d.start = time.Now()
+	var scaleAtMS, scaleReadyMS float64
+	var scaleName string
+	var scaleErr error
+	scaleDone := make(chan struct{})
+	go func() {
+		defer close(scaleDone)
+		if spec.ScaleAt <= 0 || !sleep(runCtx, d.wall(spec.ScaleAt.Seconds())) {
+			return
+		}
+		scaled = true
+		scaleAtMS = d.modelMS(time.Since(d.start))
+		prog.note("scale-up: adding a replica at %.1f s", scaleAtMS/1000)
+		name, err := tgt.scale(runCtx)
+		if err != nil {
+			if runCtx.Err() == nil {
+				scaleErr = err
+				prog.note("scale-up failed: %v", err)
+			}
+			return
+		}
+		scaleReadyMS, scaleName = d.modelMS(time.Since(d.start)), name
+		prog.note("scale-up: %s ready and routed to at %.1f s", name, scaleReadyMS/1000)
+	}()
+	d.run(runCtx)
+	end := time.Now()
+	interrupted := ctx.Err() != nil
+	cancelRun()
+	<-scaleDone
+
+	file := RunFile{
+		Run: record.Run{
+			RunID:        pl.RunID,
+			Policy:       pl.Policy,
+			Seed:         pl.Seed,
+			Profile:      spec.Profile.Name,
+			Mode:         spec.Mode(),
+			Replicas:     replicas,
+			Order:        pl.Order,
+			Started:      d.start.UTC().Format(time.RFC3339),
+			Finished:     end.UTC().Format(time.RFC3339),
+			DurationMS:   d.modelMS(end.Sub(d.start)),
+			ScaleAtMS:    scaleAtMS,
+			ScaleReadyMS: scaleReadyMS,
+			ScaleReplica: scaleName,
+		},
+		Interrupted:      interrupted,
+		ExpectedRequests: expected,
+		ConversationsCut: int(d.cut.Load()),
+	}
+	if scaleErr != nil {
+		file.ScaleError = scaleErr.Error()
+	}
+	answered := 0
+	for i := range d.rows {
+		if d.rows[i].Status != 0 {
+			answered++
+		}
+	}
+	mctx, mcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer mcancel()
+	after, err := settledMetrics(mctx, client, url, before, answered)
+	if err != nil {
+		file.MetricsError = "router: " + err.Error()
+		prog.note("router %v", err)
+	} else {
+		file.Metrics = metricsDelta(before, after)
+	}
+	if e, ok := tgt.(*embedded); ok {
+		rm, err := e.replicaMetrics(mctx)
+		if err != nil {
+			file.MetricsError = strings.TrimPrefix(file.MetricsError+"; ", "; ") + err.Error()
+			prog.note("%v", err)
+		}
+		file.ReplicaMetrics = rm
+	}
+	// Our own unused connections would hold up the router's shutdown.
+	client.CloseIdleConnections()
+	stopErr := stop()
+
+	cfg := tgt.describe()
+	cfg["speed"] = spec.Speed
+	cfg["headers"] = !spec.NoHeaders
+	cfg["scale_at_s"] = spec.ScaleAt.Seconds()
+	cfg["profile"] = toMap(spec.Profile)
+	cfg["invocation"] = map[string]any{"policies": spec.Policies, "seeds": spec.Seeds, "alternate": spec.Alternate}
+	file.Config = cfg
+
+	rows := d.rows
+	slices.SortFunc(rows, func(a, b record.Request) int {
+		return cmp.Or(cmp.Compare(a.StartMS, b.StartMS), strings.Compare(a.Conversation, b.Conversation), cmp.Compare(a.Turn, b.Turn))
+	})
+	file.Requests = len(rows)
+	for i := range rows {
+		if rows[i].Error != "" || rows[i].Status != http.StatusOK {
+			file.Errors++
+		}
+	}
+	res := &Result{
+		File:     file,
+		CSVPath:  filepath.Join(spec.OutDir, pl.RunID+".csv"),
+		JSONPath: filepath.Join(spec.OutDir, pl.RunID+".json"),
+	}
+	if err := writeRun(res, rows); err != nil {
+		return nil, fmt.Errorf("run %s: %w", pl.RunID, err)
+	}
+
+	summary := fmt.Sprintf("%d requests (%d expected at most; %d conversations ended early at the context limit), %d errors, %.1f s of model time in %s → %s",
+		file.Requests, expected, file.ConversationsCut, file.Errors, file.DurationMS/1000, clock(end.Sub(d.start)), res.CSVPath)
+	if spec.ScaleAt > 0 && !scaled && !interrupted {
+		summary += fmt.Sprintf("; no scale-up: the traffic ended before %.1f s", spec.ScaleAt.Seconds())
+	}
+	prog.finish(summary)
+	switch {
+	case interrupted:
+		return res, fmt.Errorf("%w: run %s stopped after %d requests; they are in %s", ErrInterrupted, pl.RunID, file.Requests, res.CSVPath)
+	case scaleErr != nil:
+		return res, fmt.Errorf("run %s: scale-up: %w", pl.RunID, scaleErr)
+	case stopErr != nil:
+		return res, fmt.Errorf("run %s: stop: %w", pl.RunID, stopErr)
+	}
+	return res, nil
+}
+
+// writeRun writes the run's CSV, then its JSON.
+func writeRun(res *Result, rows []record.Request) error {
+	f, err := os.Create(res.CSVPath)
+	if err != nil {
+		return err
+	}
+	w, err := record.NewWriter(f)
+	if err == nil {
+		for i := range rows {
+			if err = w.Write(&rows[i]); err != nil {
+				break
+			}
+		}
+	}
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", res.CSVPath, err)
+	}
+	b, err := json.MarshalIndent(&res.File, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(res.JSONPath, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", res.JSONPath, err)
+	}
+	return nil
+}
+
+// settledMetrics reads the router's metrics once it has counted the run's
+// answered requests: the router counts a request just after the answer's
+// last byte, so a scrape right after the last answer can miss it. It gives
+// up waiting after settleTimeout and returns what it read.
+func settledMetrics(ctx context.Context, client *http.Client, url string, before map[string]sample, answered int) (map[string]sample, error) {
+	deadline := time.Now().Add(settleTimeout)
+	for {
+		after, err := scrape(ctx, client, url)
+		if err != nil {
+			return nil, err
+		}
+		counted := 0.0
+		for k, v := range metricsDelta(before, after) {
+			if strings.HasPrefix(k, MetricsPrefix+"requests_total{") || strings.HasPrefix(k, MetricsPrefix+"rejected_total{") {
+				counted += v
+			}
+		}
+		if int(counted) >= answered || time.Now().After(deadline) || !sleep(ctx, 5*time.Millisecond) {
+			return after, nil
+		}
+	}
+}
+
+// settleTimeout bounds settledMetrics' wait.
+const settleTimeout = 5 * time.Second

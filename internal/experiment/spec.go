@@ -1,0 +1,315 @@
+package experiment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/llm-ring/llm-ring/internal/config"
+	"github.com/llm-ring/llm-ring/internal/discovery"
+	"github.com/llm-ring/llm-ring/internal/model"
+	"github.com/llm-ring/llm-ring/internal/policy"
+	"github.com/llm-ring/llm-ring/internal/record"
+	"github.com/llm-ring/llm-ring/internal/traffic"
+)
+
+// Modes, as written in record.Run.Mode and in run ids.
+const (
+	ModeEmbedded = "live"     // fresh simulated replicas and router in-process
+	ModeExternal = "external" // an existing router (Spec.RouterURL)
+)
+
+// Spec is one invocation of the runner: every run it makes, and how.
+type Spec struct {
+	// Policies are run in this order for each seed (reversed on every other
+	// seed when Alternate is set). Names as policy.Names.
+	Policies []string
+	// Seeds are the traffic seeds, in order. Each seed gives the same
+	// conversations under every policy.
+	Seeds []int64
+	// Alternate reverses the policy order on every other seed (the 2nd,
+	// 4th, …), so that no policy always runs first, on a cold machine.
+	Alternate bool
+	// Profile is the traffic shape.
+	Profile traffic.Profile
+	// Replicas is the number of replicas at the start of a run (embedded
+	// mode; in external mode the router's replica set is used, and a
+	// non-zero Replicas must match it).
+	Replicas int
+	// Speed is how many times faster than the wall clock the replicas' model
+	// time runs: embedded replicas are started with it, and the runner
+	// multiplies every wall duration it measures by it and divides every
+	// profile time (think times) by it. 1 for real llama.cpp replicas.
+	Speed float64
+	// ScaleAt is when (model time after the run's start) the extra replica
+	// is started; 0 means no scale-up.
+	ScaleAt time.Duration
+	// LoadDelay is how long (model time) the embedded extra replica takes to
+	// load its model before it answers /health with 200.
+	LoadDelay time.Duration
+	// NoHeaders sends OpenAI-style bodies only, without x-conversation-id
+	// and x-turn, so the router must find conversations itself.
+	NoHeaders bool
+	// OutDir receives <run_id>.csv and <run_id>.json per run.
+	OutDir string
+	// Force overwrites runs already in OutDir instead of refusing.
+	Force bool
+
+	// Embedded mode.
+	//
+	// RouterConfig is the router's configuration (nil: DefaultRouterConfig).
+	// Its policy is replaced by each run's, its discovery by the run's
+	// replicas and its listen address by a loopback port.
+	RouterConfig *config.Router
+	// Model configures every simulated replica (zero: model.DefaultConfig()).
+	Model model.Config
+	// SharedCPU makes the replicas share one compute budget, as the seed's
+	// replicas on one laptop did: k busy replicas each run k times slower.
+	SharedCPU bool
+
+	// External mode.
+	//
+	// RouterURL is the base URL of an existing router (it must serve the
+	// admin API: PUT /admin/policy, GET /replicas, GET /metrics).
+	RouterURL string
+	// ScaleCmd adds the extra replica (run with sh -c at ScaleAt), e.g.
+	// "kubectl scale statefulset/llm --replicas=4"; the replica is ready when
+	// it appears in the router's GET /replicas.
+	ScaleCmd string
+	// UnscaleCmd removes it after each run; the runner then waits until the
+	// router's replica set is back to what it was at the run's start.
+	UnscaleCmd string
+	// Prepare runs ScaleCmd once before the first run, waits for the replica
+	// to appear, then runs UnscaleCmd and waits for it to leave: the extra
+	// replica's image and model are then on its node, so every run's
+	// scale-up costs a model load, never a download.
+	Prepare bool
+	// PollInterval is how often the external router's GET /replicas is
+	// polled while waiting for a replica (0: 500 ms).
+	PollInterval time.Duration
+
+	// Progress receives the progress bar and notes (nil: none).
+	Progress io.Writer
+	// Terminal redraws the progress bar in place (\r) a few times a second;
+	// otherwise a line is printed every 10 %.
+	Terminal bool
+	// OnRequest, if set, is called with every recorded request, from the
+	// goroutine of the user that sent it (it must be safe for concurrent
+	// use and return quickly).
+	OnRequest func(*record.Request)
+	// Log receives the embedded router's JSON log lines with every routing
+	// decision and its trace (nil: discarded).
+	Log *slog.Logger
+
+	// exec runs a scale command (nil: sh -c). Tests replace it.
+	exec func(ctx context.Context, cmd string) error
+}
+
+// Mode returns ModeExternal when the spec drives an existing router, else
+// ModeEmbedded.
+func (s *Spec) Mode() string {
+	if s.RouterURL != "" {
+		return ModeExternal
+	}
+	return ModeEmbedded
+}
+
+// Validate checks the spec; every problem is reported.
+func (s *Spec) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if len(s.Policies) == 0 {
+		bad("no policy to run")
+	}
+	seen := map[string]bool{}
+	for _, p := range s.Policies {
+		if !slices.Contains(policy.Names(), p) {
+			bad("unknown policy %q (known: %s)", p, strings.Join(policy.Names(), ", "))
+		} else if seen[p] {
+			bad("policy %q listed twice", p)
+		}
+		seen[p] = true
+	}
+	if len(s.Seeds) == 0 {
+		bad("no seed to run")
+	}
+	seeds := map[int64]bool{}
+	for _, sd := range s.Seeds {
+		if seeds[sd] {
+			bad("seed %d listed twice", sd)
+		}
+		seeds[sd] = true
+	}
+	if err := s.Profile.Validate(); err != nil {
+		bad("profile %s: %v", s.Profile.Name, err)
+	}
+	if !(s.Speed > 0) || math.IsInf(s.Speed, 0) {
+		bad("speed must be a positive number, got %v", s.Speed)
+	}
+	if s.ScaleAt < 0 {
+		bad("scale-at must not be negative, got %v", s.ScaleAt)
+	}
+	if s.LoadDelay < 0 {
+		bad("load delay must not be negative, got %v", s.LoadDelay)
+	}
+	if s.OutDir == "" {
+		bad("no output folder")
+	}
+	if s.Mode() == ModeEmbedded {
+		if s.Replicas < 1 || s.Replicas > 1000 {
+			bad("replicas must be between 1 and 1000, got %d", s.Replicas)
+		}
+		if s.ScaleCmd != "" || s.UnscaleCmd != "" || s.Prepare {
+			bad("scale and unscale commands and prepare apply to an external router only (set its URL)")
+		}
+		if s.Model != (model.Config{}) {
+			if err := s.Model.Validate(); err != nil {
+				bad("replica model: %v", err)
+			}
+		}
+		if s.RouterConfig != nil {
+			if err := s.RouterConfig.Validate(); err != nil {
+				bad("router config: %v", err)
+			}
+		}
+	} else {
+		if err := discovery.Validate([]discovery.Replica{{Name: "router", URL: s.RouterURL}}); err != nil {
+			bad("router URL %q: must be an absolute http(s) URL", s.RouterURL)
+		}
+		if s.Replicas < 0 {
+			bad("replicas must not be negative, got %d", s.Replicas)
+		}
+		if s.ScaleAt > 0 && (s.ScaleCmd == "" || s.UnscaleCmd == "") {
+			bad("a scale-up on an external router needs both a scale command and an unscale command " +
+				"(so that every run starts with the same replicas)")
+		}
+		if s.Prepare && (s.ScaleCmd == "" || s.UnscaleCmd == "") {
+			bad("prepare needs both a scale command and an unscale command")
+		}
+		if s.RouterConfig != nil {
+			bad("a router config applies to the embedded router only; an external router has its own")
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Planned is one run of an invocation.
+type Planned struct {
+	RunID  string // "s<seed>-<policy>-<mode>", e.g. "s1-bounded-live"
+	Policy string
+	Seed   int64
+	Order  int // position in the invocation, from 0
+}
+
+// Plan returns the runs of an invocation in order: seed by seed, the policies
+// in the given order, reversed on every other seed (the 2nd, 4th, …) when
+// alternate is set.
+func Plan(policies []string, seeds []int64, alternate bool, mode string) []Planned {
+	var out []Planned
+	for i, seed := range seeds {
+		order := slices.Clone(policies)
+		if alternate && i%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, p := range order {
+			out = append(out, Planned{RunID: RunID(seed, p, mode), Policy: p, Seed: seed, Order: len(out)})
+		}
+	}
+	return out
+}
+
+// RunID names a run: "s<seed>-<policy>-<mode>".
+func RunID(seed int64, policy, mode string) string {
+	return fmt.Sprintf("s%d-%s-%s", seed, policy, mode)
+}
+
+// maxSeeds bounds a seed list, against typing mistakes such as "1-100000".
+const maxSeeds = 1000
+
+// ParseSeeds reads a seed list: comma-separated seeds (non-negative
+// integers) or inclusive ranges, such as "1-5", "1,2,3" or "1-3,7". Errors
+// name the bad item.
+func ParseSeeds(s string) ([]int64, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, errors.New("empty seed list (want e.g. 1-5 or 1,2,3)")
+	}
+	var out []int64
+	seen := map[int64]bool{}
+	for item := range strings.SplitSeq(s, ",") {
+		item = strings.TrimSpace(item)
+		lo, hi, isRange := strings.Cut(item, "-")
+		if !isRange {
+			hi = lo
+		}
+		a, errA := strconv.ParseUint(strings.TrimSpace(lo), 10, 63)
+		b, errB := strconv.ParseUint(strings.TrimSpace(hi), 10, 63)
+		switch {
+		case item == "":
+			return nil, fmt.Errorf("seed list %q: empty item", s)
+		case errA != nil || errB != nil:
+			return nil, fmt.Errorf("seed list %q: %q is not a seed or a range of seeds (want e.g. 1-5 or 1,2,3)", s, item)
+		case b < a:
+			return nil, fmt.Errorf("seed list %q: range %q goes down", s, item)
+		case b-a >= maxSeeds || len(out)+int(b-a+1) > maxSeeds:
+			return nil, fmt.Errorf("seed list %q: more than %d seeds", s, maxSeeds)
+		}
+		for v := int64(a); v <= int64(b); v++ {
+			if seen[v] {
+				return nil, fmt.Errorf("seed list %q: seed %d listed twice", s, v)
+			}
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+// DefaultRouterConfig is the embedded router's configuration: the values
+// of config/router.yaml (a test keeps them equal), with a static discovery
+// list that each run replaces by its own replicas.
+func DefaultRouterConfig() *config.Router {
+	return &config.Router{
+		Listen:          "127.0.0.1:0",
+		Policy:          "llm-aware",
+		VirtualNodes:    160,
+		Epsilon:         0.25,
+		BoundedLoadUnit: "requests",
+		LLMAware: config.LLMAware{
+			CacheAwareLoad:   true,
+			PlacementMemory:  true,
+			LongStickiness:   true,
+			LongPromptTokens: 800,
+			LongCapFactor:    2.0,
+		},
+		PlacementMemory:  config.PlacementMemory{MaxEntries: 1_000_000, TTL: config.Duration(30 * time.Minute)},
+		CharsPerToken:    4.0,
+		DefaultMaxTokens: 128,
+		ConversationKey: config.ConversationKey{
+			Headers:     []string{traffic.HeaderConversation},
+			BodyField:   "user",
+			PrefixChars: 256,
+		},
+		MaxBodyBytes: 8 << 20,
+		Upstream: config.Upstream{
+			DialTimeout:     config.Duration(2 * time.Second),
+			ResponseTimeout: config.Duration(10 * time.Minute),
+			MaxAttempts:     3,
+		},
+		ShutdownGrace: config.Duration(30 * time.Second),
+		Discovery: config.Discovery{
+			Mode: "static",
+			Static: []discovery.Replica{
+				{Name: "llm-0", URL: "http://127.0.0.1:8081"},
+				{Name: "llm-1", URL: "http://127.0.0.1:8082"},
+				{Name: "llm-2", URL: "http://127.0.0.1:8083"},
+			},
+		},
+	}
+}

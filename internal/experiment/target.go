@@ -1,0 +1,478 @@
+package experiment
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/llm-ring/llm-ring/internal/config"
+	"github.com/llm-ring/llm-ring/internal/discovery"
+	"github.com/llm-ring/llm-ring/internal/model"
+	"github.com/llm-ring/llm-ring/internal/replica"
+	"github.com/llm-ring/llm-ring/internal/router"
+)
+
+// target is where a run's traffic goes.
+type target interface {
+	// start readies a run under policy and returns the router's base URL
+	// and the number of replicas it starts with.
+	start(ctx context.Context, policy string) (url string, replicas int, err error)
+	// scale starts the extra replica (its start is the scale-up time) and
+	// returns its name once the router routes to it.
+	scale(ctx context.Context) (name string, err error)
+	// stop ends the run: embedded replicas and router are stopped, an
+	// external scale-up is undone. scaled says whether scale was called.
+	stop(ctx context.Context, scaled bool) error
+	// describe returns the run's settings for the run JSON.
+	describe() map[string]any
+}
+
+// embedded runs fresh simulated replicas (one replica.Host) and a fresh
+// in-process router on loopback for each run.
+type embedded struct {
+	spec  *Spec
+	model model.Config
+	base  *config.Router
+
+	cfg      *config.Router // this run's router configuration
+	host     *replica.Host
+	rt       *router.Router
+	upstream *http.Transport // the router's connections to the replicas
+	replicas []discovery.Replica
+	// The router stops before the replicas: two contexts, two groups.
+	routerCtx, replicaCtx    context.Context
+	stopRouter, stopReplicas context.CancelFunc
+	routerWG, replicaWG      sync.WaitGroup
+	mu                       sync.Mutex
+	errs                     []error // servers that failed
+	client                   *http.Client
+}
+
+func newEmbedded(spec *Spec, client *http.Client) *embedded {
+	m := spec.Model
+	if m == (model.Config{}) {
+		m = model.DefaultConfig()
+	}
+	base := spec.RouterConfig
+	if base == nil {
+		base = DefaultRouterConfig()
+	}
+	return &embedded{spec: spec, model: m, base: base, client: client}
+}
+
+func (e *embedded) serve(ctx context.Context, wg *sync.WaitGroup, what string, fn func(context.Context) error) {
+	wg.Go(func() {
+		if err := fn(ctx); err != nil {
+			e.mu.Lock()
+			e.errs = append(e.errs, fmt.Errorf("%s: %w", what, err))
+			e.mu.Unlock()
+		}
+	})
+}
+
+func (e *embedded) start(ctx context.Context, policyName string) (string, int, error) {
+	h, err := replica.NewHost(replica.Options{Model: e.model, SharedCPU: e.spec.SharedCPU, Speed: e.spec.Speed})
+	if err != nil {
+		return "", 0, err
+	}
+	// The servers outlive ctx (Ctrl-C) until stop, so that the router's
+	// metrics can still be read.
+	e.host, e.errs, e.replicas = h, nil, nil
+	e.routerCtx, e.stopRouter = context.WithCancel(context.WithoutCancel(ctx))
+	e.replicaCtx, e.stopReplicas = context.WithCancel(context.WithoutCancel(ctx))
+	for i := range e.spec.Replicas {
+		r, err := e.addReplica(fmt.Sprintf("llm-%d", i), 0)
+		if err != nil {
+			e.stop(ctx, false)
+			return "", 0, err
+		}
+		e.replicas = append(e.replicas, r)
+	}
+	cfg := *e.base
+	cfg.Policy = policyName
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Discovery = config.Discovery{Mode: "static", Static: slices.Clone(e.replicas)}
+	if err := cfg.Validate(); err != nil {
+		e.stop(ctx, false)
+		return "", 0, fmt.Errorf("router config: %w", err)
+	}
+	e.cfg = &cfg
+	// The router's connections to the replicas, as the router would make
+	// them, but closable: an unused connection left from a dial race would
+	// hold up a replica's shutdown.
+	e.upstream = &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: cfg.Upstream.DialTimeout.D(), KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: cfg.Upstream.ResponseTimeout.D(),
+	}
+	rt, err := router.New(router.Options{Config: &cfg, Logger: e.spec.Log, Transport: e.upstream})
+	if err != nil {
+		e.stop(ctx, false)
+		return "", 0, fmt.Errorf("router: %w", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		e.stop(ctx, false)
+		return "", 0, err
+	}
+	e.rt = rt
+	// The replica set goes in before the first request can arrive; the
+	// static source then publishes the same set (no change).
+	rt.SetReplicas(e.replicas)
+	e.serve(e.routerCtx, &e.routerWG, "router", func(ctx context.Context) error {
+		return rt.Serve(ctx, ln, discovery.Static(e.replicas))
+	})
+	return "http://" + ln.Addr().String(), len(e.replicas), nil
+}
+
+// addReplica adds a replica to the host and serves it on a loopback port.
+func (e *embedded) addReplica(name string, loadDelay time.Duration) (discovery.Replica, error) {
+	r, err := e.host.Add(name, loadDelay)
+	if err != nil {
+		return discovery.Replica{}, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return discovery.Replica{}, err
+	}
+	e.serve(e.replicaCtx, &e.replicaWG, "replica "+name, func(ctx context.Context) error { return replica.Serve(ctx, ln, r) })
+	return discovery.Replica{Name: name, URL: "http://" + ln.Addr().String()}, nil
+}
+
+// scale adds replica llm-<N> with the spec's load delay, polls its /health
+// until it answers 200 (its model is loaded), then gives the router the new
+// replica set.
+func (e *embedded) scale(ctx context.Context) (string, error) {
+	name := fmt.Sprintf("llm-%d", len(e.replicas))
+	r, err := e.addReplica(name, e.spec.LoadDelay)
+	if err != nil {
+		return "", err
+	}
+	// Poll every 100 ms of model time: the ready time is known to that.
+	every := min(max(time.Duration(float64(100*time.Millisecond)/e.spec.Speed), time.Millisecond), 100*time.Millisecond)
+	for {
+		ok, err := healthy(ctx, e.client, r.URL)
+		if err != nil {
+			return "", err
+		}
+		if ok {
+			break
+		}
+		if !sleep(ctx, every) {
+			return "", ctx.Err()
+		}
+	}
+	e.replicas = append(e.replicas, r)
+	e.rt.SetReplicas(e.replicas)
+	return name, nil
+}
+
+// healthy reports whether GET /health answers 200. A 503 (loading) is not
+// an error.
+func healthy(ctx context.Context, client *http.Client, base string) (bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/health", nil)
+	if err != nil {
+		return false, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		return false, fmt.Errorf("health of the new replica: %w", err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return true, nil
+	case http.StatusServiceUnavailable:
+		return false, nil
+	}
+	return false, fmt.Errorf("health of the new replica: HTTP %d", resp.StatusCode)
+}
+
+// replicaMetrics reads every replica's /metrics (llama.cpp's series and
+// the simulator's own, such as RAM cache evictions).
+func (e *embedded) replicaMetrics(ctx context.Context) (map[string]map[string]float64, error) {
+	out := map[string]map[string]float64{}
+	var errs []error
+	for _, r := range e.replicas {
+		m := map[string]float64{}
+		for _, prefix := range []string{"llamacpp:", "llm_ring_sim_"} {
+			s, err := scrapePrefix(ctx, e.client, r.URL, prefix)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("replica %s: %w", r.Name, err))
+				break
+			}
+			for k, v := range s {
+				m[k] = v.value
+			}
+		}
+		out[r.Name] = m
+	}
+	return out, errors.Join(errs...)
+}
+
+// stop stops the router, closes its connections to the replicas, then
+// stops the replicas and their host.
+func (e *embedded) stop(ctx context.Context, _ bool) error {
+	if e.stopRouter != nil {
+		e.stopRouter()
+		e.routerWG.Wait()
+	}
+	if e.upstream != nil {
+		e.upstream.CloseIdleConnections()
+	}
+	if e.host != nil {
+		e.host.Close()
+	}
+	if e.stopReplicas != nil {
+		e.stopReplicas()
+		e.replicaWG.Wait()
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return errors.Join(e.errs...)
+}
+
+func (e *embedded) describe() map[string]any {
+	m := e.model
+	return map[string]any{
+		"router": toMap(e.cfg),
+		"replica": map[string]any{
+			"n_parallel":      m.NParallel,
+			"ctx_size":        m.CtxSize,
+			"n_batch":         m.NBatch,
+			"cache_ram_mib":   m.CacheRAMMiB,
+			"bytes_per_token": m.BytesPerToken,
+			"step_overhead":   m.StepOverhead.String(),
+			"token_cost":      m.TokenCost.String(),
+			"attn_cost":       m.AttnCost.String(),
+			"answer_min":      m.AnswerMin,
+			"answer_max":      m.AnswerMax,
+			"seed":            m.Seed,
+			"shared_cpu":      e.spec.SharedCPU,
+		},
+		"load_delay_s": e.spec.LoadDelay.Seconds(),
+	}
+}
+
+// toMap turns v into a JSON object (a map), through its JSON encoding.
+func toMap(v any) map[string]any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return map[string]any{"error": err.Error()}
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return map[string]any{"error": err.Error()}
+	}
+	return m
+}
+
+// external drives an existing router: the policy is switched through its
+// admin API, the extra replica comes and goes through shell commands, and
+// readiness is read from GET /replicas.
+type external struct {
+	spec    *Spec
+	client  *http.Client
+	initial []string       // replica names at the run's start
+	policy  map[string]any // GET /admin/policy after the switch
+}
+
+// PolicySwitch is the body the runner sends to PUT /admin/policy before each
+// run: the run's policy, and a reset of placement memory and of the
+// round-robin position, so that every run starts as on a fresh router.
+type PolicySwitch struct {
+	Policy string `json:"policy"`
+	Reset  bool   `json:"reset"`
+}
+
+func (x *external) start(ctx context.Context, policyName string) (string, int, error) {
+	body, _ := json.Marshal(PolicySwitch{Policy: policyName, Reset: true})
+	var got map[string]any
+	if err := x.call(ctx, http.MethodPut, "/admin/policy", body, &got); err != nil {
+		return "", 0, fmt.Errorf("switch the router's policy to %s: %w", policyName, err)
+	}
+	if got["policy"] != policyName {
+		return "", 0, fmt.Errorf("switch the router's policy to %s: the router answered policy %v", policyName, got["policy"])
+	}
+	x.policy = got
+	names, err := x.replicaNames(ctx)
+	if err != nil {
+		return "", 0, err
+	}
+	if len(names) == 0 {
+		return "", 0, errors.New("the router has no ready replica")
+	}
+	if x.spec.Replicas > 0 && len(names) != x.spec.Replicas {
+		return "", 0, fmt.Errorf("the router has %d replicas (%s), expected %d", len(names), strings.Join(names, ", "), x.spec.Replicas)
+	}
+	x.initial = names
+	return strings.TrimSuffix(x.spec.RouterURL, "/"), len(names), nil
+}
+
+// scale runs the scale command, then waits for a replica that was not there
+// at the run's start to appear in GET /replicas.
+func (x *external) scale(ctx context.Context) (string, error) {
+	if err := x.exec(ctx, x.spec.ScaleCmd); err != nil {
+		return "", err
+	}
+	var added string
+	err := x.waitFor(ctx, func(names []string) bool {
+		for _, n := range names {
+			if !slices.Contains(x.initial, n) {
+				added = n
+				return true
+			}
+		}
+		return false
+	})
+	return added, err
+}
+
+// stop runs the unscale command after a scale-up and waits until the
+// router's replicas are those of the run's start again.
+func (x *external) stop(ctx context.Context, scaled bool) error {
+	if !scaled {
+		return nil
+	}
+	if err := x.exec(ctx, x.spec.UnscaleCmd); err != nil {
+		return err
+	}
+	return x.waitFor(ctx, func(names []string) bool { return slices.Equal(names, x.initial) })
+}
+
+// prepare adds the extra replica once and removes it again.
+func (x *external) prepare(ctx context.Context) error {
+	names, err := x.replicaNames(ctx)
+	if err != nil {
+		return err
+	}
+	x.initial = names
+	if _, err := x.scale(ctx); err != nil {
+		return fmt.Errorf("prepare: %w", err)
+	}
+	if err := x.stop(ctx, true); err != nil {
+		return fmt.Errorf("prepare: %w", err)
+	}
+	return nil
+}
+
+func (x *external) describe() map[string]any {
+	return map[string]any{
+		"router_url":      x.spec.RouterURL,
+		"router_policy":   x.policy,
+		"scale_cmd":       x.spec.ScaleCmd,
+		"unscale_cmd":     x.spec.UnscaleCmd,
+		"prepare":         x.spec.Prepare,
+		"initial_replica": x.initial,
+	}
+}
+
+// waitFor polls GET /replicas until ok holds for the name-sorted names.
+func (x *external) waitFor(ctx context.Context, ok func([]string) bool) error {
+	every := x.spec.PollInterval
+	if every <= 0 {
+		every = 500 * time.Millisecond
+	}
+	for {
+		names, err := x.replicaNames(ctx)
+		if err != nil {
+			return err
+		}
+		if ok(names) {
+			return nil
+		}
+		if !sleep(ctx, every) {
+			return ctx.Err()
+		}
+	}
+}
+
+// replicaNames returns the names of the router's replicas, sorted.
+func (x *external) replicaNames(ctx context.Context) ([]string, error) {
+	var info router.ReplicasInfo
+	if err := x.call(ctx, http.MethodGet, "/replicas", nil, &info); err != nil {
+		return nil, fmt.Errorf("router replicas: %w", err)
+	}
+	names := make([]string, len(info.Replicas))
+	for i, r := range info.Replicas {
+		names[i] = r.Name
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// call sends a request to the router and decodes its JSON answer into out.
+func (x *external) call(ctx context.Context, method, path string, body []byte, out any) error {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(x.spec.RouterURL, "/")+path, rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := x.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return errors.New(statusError(resp.StatusCode, b))
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("%s %s: malformed answer: %v", method, path, err)
+	}
+	return nil
+}
+
+// exec runs a scale command.
+func (x *external) exec(ctx context.Context, cmd string) error {
+	if x.spec.exec != nil {
+		return x.spec.exec(ctx, cmd)
+	}
+	return shell(ctx, cmd)
+}
+
+// shell runs cmd with sh -c (cmd /C on Windows); its output goes into the
+// error when it fails.
+func shell(ctx context.Context, cmd string) error {
+	var c *exec.Cmd
+	if runtime.GOOS == "windows" {
+		c = exec.CommandContext(ctx, "cmd", "/C", cmd)
+	} else {
+		c = exec.CommandContext(ctx, "sh", "-c", cmd)
+	}
+	out, err := c.CombinedOutput()
+	if err != nil {
+		text := strings.TrimSpace(string(out))
+		if len(text) > 1000 {
+			text = text[len(text)-1000:]
+		}
+		return fmt.Errorf("command %q: %v: %s", cmd, err, text)
+	}
+	return nil
+}
