@@ -185,7 +185,7 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	seeds := fs.String("seeds", "1", "traffic seeds: a list and/or ranges, e.g. 1-10 or 1,2,5 or 1-3,7")
 	seed := fs.Int64("seed", 0, "one traffic seed (instead of --seeds)")
 	replicas := fs.Int("replicas", 3, "replicas at the start (llm-0, llm-1, ...)")
-	shared := fs.Bool("shared-cpu", false, "replicas share one compute budget (k busy replicas each run k times slower), as the seed's laptop")
+	shared := fs.Bool("shared-cpu", true, "replicas share one compute budget (k busy replicas each run k times slower), as on the seed's laptop and in llm-ring run; --shared-cpu=false gives each replica a CPU of its own (needed for many replicas)")
 	scaleAt := fs.Float64("scale-at", 0, "start an extra replica at this many model seconds (0: no scale-up)")
 	loadDelay := fs.Duration("load-delay", 20*time.Second, "model time the extra replica takes to load before it joins the ring")
 	outDir := fs.String("out-dir", filepath.Join("results", "sim"), "folder for the runs' CSV and JSON files (and the analysis)")

@@ -42,11 +42,13 @@ type Result struct {
 	Sent, Completed, Failed int
 }
 
-// Errors of a failed request, as recorded in its row.
-const (
-	// ErrTextNoReplica is recorded (status 503) when no replica is on the ring.
-	ErrTextNoReplica = "no ready replica to serve the request"
-)
+// ErrTextNoReplica is the router's message when no replica is on the ring
+// (status 503).
+const ErrTextNoReplica = "no ready replica to serve the request"
+
+// errorText is a failed request's error column, as the live runner writes
+// it from the JSON error body: "HTTP <status>: <message>".
+func errorText(status int, msg string) string { return fmt.Sprintf("HTTP %d: %s", status, msg) }
 
 // user is one closed-loop simulated user and its current conversation.
 type user struct {
@@ -361,7 +363,7 @@ func (s *sim) fail(u int32, status int, text string) error {
 	us := &s.users[u]
 	s.res.Failed++
 	s.count(us, status)
-	if err := s.writeRow(us, status, text, nil, s.now); err != nil {
+	if err := s.writeRow(us, status, errorText(status, text), nil, s.now); err != nil {
 		return err
 	}
 	s.startConversation(u, us.convIdx+s.prof.Concurrency, s.now)
@@ -430,6 +432,9 @@ func (s *sim) complete(u int32, res *model.Result, at time.Duration) error {
 	}
 	s.res.Completed++
 	s.count(us, 200)
+	if res.PredictedN == 0 {
+		us.ttft = at - us.sent // no content at all: the first token is the end (as the live runner records it)
+	}
 	s.cached += int64(res.CacheN)
 	s.prompted += int64(res.PromptN)
 	s.predicted += int64(res.PredictedN)

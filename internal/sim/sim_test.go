@@ -3,11 +3,13 @@ package sim
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/llm-ring/llm-ring/internal/config"
 	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/record"
 	"github.com/llm-ring/llm-ring/internal/traffic"
@@ -259,7 +261,7 @@ func TestConservation(t *testing.T) {
 					if r.Error != "" || r.PredictedN == 0 {
 						t.Fatalf("%s/%d: status 200 with error %q, predicted %d", r.Conversation, r.Turn, r.Error, r.PredictedN)
 					}
-				} else if r.Status != 400 || !strings.Contains(r.Error, "exceeds the available context size") {
+				} else if r.Status != 400 || !strings.HasPrefix(r.Error, "HTTP 400: request (") || !strings.Contains(r.Error, "exceeds the available context size") {
 					t.Fatalf("%s/%d: status %d error %q, want 400 and llama.cpp's context error", r.Conversation, r.Turn, r.Status, r.Error)
 				}
 				turns[r.Conversation] = append(turns[r.Conversation], r)
@@ -409,5 +411,28 @@ func TestVariants(t *testing.T) {
 	}
 	if _, err := NewPolicy("llm-aware-no-such", base); err == nil || !strings.Contains(err.Error(), "llm-aware-no-long") {
 		t.Fatalf("unknown variant: error %v, want one listing the names", err)
+	}
+}
+
+// TestDefaultRouterIsTheShippedOne: the simulator's default routing
+// settings are those of config/router.yaml, which the live router ships with.
+func TestDefaultRouterIsTheShippedOne(t *testing.T) {
+	shipped, err := config.Load(filepath.Join("..", "..", "config", "router.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := DefaultRouter()
+	if got, want := def.PolicyParams(), shipped.PolicyParams(); got != want {
+		t.Errorf("policy params %+v, shipped %+v", got, want)
+	}
+	if got, want := def.StateConfig(), shipped.StateConfig(); got.VirtualNodes != want.VirtualNodes ||
+		got.CharsPerToken != want.CharsPerToken || got.MaxEntries != want.MaxEntries || got.TTL != want.TTL {
+		t.Errorf("state config %+v, shipped %+v", got, want)
+	}
+	if def.Policy != shipped.Policy {
+		t.Errorf("policy %q, shipped %q", def.Policy, shipped.Policy)
+	}
+	if err := def.Validate(); err != nil {
+		t.Errorf("DefaultRouter is not a valid router configuration: %v", err)
 	}
 }
