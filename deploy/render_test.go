@@ -85,11 +85,17 @@ func render(t *testing.T, dir string) []*unstructured.Unstructured {
 	}
 	var out []*unstructured.Unstructured
 	for _, r := range m.Resources() {
-		obj, err := r.Map()
+		// Through JSON, so numbers are int64/float64 as in every unstructured
+		// object client-go makes (kustomize's own maps hold plain ints).
+		js, err := r.MarshalJSON()
 		if err != nil {
 			t.Fatalf("kustomize %s: %s: %v", dir, r.CurId(), err)
 		}
-		out = append(out, &unstructured.Unstructured{Object: obj})
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(js); err != nil {
+			t.Fatalf("kustomize %s: %s: %v", dir, r.CurId(), err)
+		}
+		out = append(out, u)
 	}
 	return out
 }
