@@ -641,3 +641,27 @@ func TestArrivalJoinsAtTheNextStepBoundary(t *testing.T) {
 		}
 	}
 }
+
+// TestRAMCacheDoesNotTrashLargePrompts guards a fidelity bug found by the
+// experiment runner (issue 4 part 5: same-replica misses): a new
+// conversation that shares only the system prompt with a long cached one
+// must not load (and so consume) that long entry. llama.cpp skips entries
+// it would keep less than a quarter of.
+func TestRAMCacheDoesNotTrashLargePrompts(t *testing.T) {
+	r := mustNew(t, DefaultConfig())
+	sys := seqTokens(9, 40)
+	a := append(slices.Clone(sys), seqTokens(1, 700)...)
+	idA := mustSubmit(t, r, 0, Request{Tokens: a, NPredict: 8})
+	resA := run(t, r)[idA]
+	// Eight short conversations with the same system prompt: more than the
+	// four slots, so A's slot is reused and A's state goes to the RAM cache.
+	for i := range 8 {
+		mustSubmit(t, r, time.Minute, Request{Tokens: append(slices.Clone(sys), seqTokens(10+i, 60)...), NPredict: 8})
+	}
+	run(t, r)
+	a2 := append(append(slices.Clone(a), resA.Output.Tokens...), seqTokens(3, 20)...)
+	idA2 := mustSubmit(t, r, 2*time.Minute, Request{Tokens: a2, NPredict: 8})
+	if got, want := run(t, r)[idA2].CacheN, len(a); got < want {
+		t.Errorf("A's turn 2 reused %d tokens, want ≥ %d: a short conversation consumed A's cache entry", got, want)
+	}
+}

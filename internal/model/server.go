@@ -594,7 +594,9 @@ func (s *Server) assign(r *request, v time.Duration) bool {
 // best finds where r reuses the most: the least recently used idle slot
 // by default; another idle slot if it shares more and more than a tenth of
 // the prompt (llama.cpp's slot-prompt-similarity, 0.1); a RAM cache entry if
-// it shares more than the chosen slot (it is then loaded into the LRU slot).
+// it beats the chosen slot on both the kept share of the entry and the
+// covered share of the prompt, and would keep at least a quarter of itself
+// (llama.cpp's prompt cache rules; it is then loaded into the LRU slot).
 // It returns the slot to use, the prefix length, and the index of the cache
 // entry to load (-1 for none).
 func (s *Server) best(r *request, lru int) (target, keep, from int) {
@@ -616,6 +618,15 @@ func (s *Server) best(r *request, lru int) (target, keep, from int) {
 				target, keep = i, l
 			}
 		}
+		// llama.cpp's server_prompt_cache::load: the slot's own prompt sets
+		// the bar (f_keep = kept share of the cached prompt, f_sim = covered
+		// share of the new one); an entry must beat it on both, and an entry
+		// that would keep less than a quarter of itself is never loaded
+		// ("don't trash large prompts").
+		keepBest, simBest := 0.0, float64(keep)/float64(len(r.toks))
+		if n := len(s.slots[target].toks); s.slots[target].indexed && n > 0 {
+			keepBest = float64(keep) / float64(n)
+		}
 		for i := len(s.cache) - 1; i >= 0; i-- {
 			e := s.cache[i]
 			if !candidate(&e.seq, r.blocks, d) {
@@ -623,7 +634,12 @@ func (s *Server) best(r *request, lru int) (target, keep, from int) {
 			}
 			found = true
 			l := d*blockSize + commonPrefix(e.toks[d*blockSize:], r.toks[d*blockSize:])
-			if l > keep {
+			fKeep, fSim := float64(l)/float64(len(e.toks)), float64(l)/float64(len(r.toks))
+			if fKeep < 0.25 {
+				continue
+			}
+			if fKeep > keepBest && fSim > simBest {
+				keepBest, simBest = fKeep, fSim
 				keep, from = l, i
 			}
 		}
