@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 
+	"k8s.io/klog/v2"
+
 	"github.com/llm-ring/llm-ring/internal/config"
 	"github.com/llm-ring/llm-ring/internal/discovery"
 	"github.com/llm-ring/llm-ring/internal/router"
@@ -31,6 +33,7 @@ func cmdRouter(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	log := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: lv}))
+	klog.SetSlogLogger(log) // client-go's own lines, as JSON like the rest
 	src, err := discoverySource(cfg, log)
 	if err != nil {
 		return err

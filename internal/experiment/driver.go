@@ -17,17 +17,17 @@ import (
 	"time"
 
 	"github.com/llm-ring/llm-ring/internal/record"
+	"github.com/llm-ring/llm-ring/internal/router"
 	"github.com/llm-ring/llm-ring/internal/traffic"
 	"github.com/llm-ring/llm-ring/internal/wire"
 )
 
-// Response headers the runner reads from the router's answers.
+// Response headers the runner reads from the router's answers (defined by
+// the router). Without HeaderEstPrompt, est_prompt_tokens is recorded as 0.
 const (
-	HeaderRoutedTo    = "x-routed-to"    // replica that served the request
-	HeaderRouteReason = "x-route-reason" // the policy's reason code
-	// HeaderEstPrompt is the router's prompt token estimate for the request.
-	// When the router does not send it, est_prompt_tokens is recorded as 0.
-	HeaderEstPrompt = "x-est-prompt-tokens"
+	HeaderRoutedTo    = router.HeaderRoutedTo    // replica that served the request
+	HeaderRouteReason = router.HeaderRouteReason // the policy's reason code
+	HeaderEstPrompt   = router.HeaderEstPrompt   // the router's prompt token estimate
 )
 
 // errInterruptedRequest is the error text of a request cut short by Ctrl-C.

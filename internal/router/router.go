@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -39,6 +40,10 @@ import (
 const (
 	HeaderRoutedTo    = "x-routed-to"
 	HeaderRouteReason = "x-route-reason"
+	// HeaderEstPrompt carries the router's prompt token estimate (the figure
+	// its decision used), so clients and experiments can compare it with the
+	// replica's count.
+	HeaderEstPrompt = "x-est-prompt-tokens"
 )
 
 // Options configure a Router.
@@ -333,6 +338,7 @@ func (r *Router) modifyResponse(resp *http.Response) error {
 	f.status = resp.StatusCode
 	resp.Header.Set(HeaderRoutedTo, f.ticket.Replica.Name)
 	resp.Header.Set(HeaderRouteReason, f.d.Reason.String())
+	resp.Header.Set(HeaderEstPrompt, strconv.Itoa(f.ticket.EstPrompt))
 	if resp.StatusCode >= 500 {
 		r.metrics.upstreamErrors.WithLabelValues(f.ticket.Replica.Name, "status").Inc()
 	}
@@ -367,6 +373,7 @@ func (r *Router) proxyError(w http.ResponseWriter, req *http.Request, err error)
 	f.status, f.errMsg = he.status, he.msg
 	w.Header().Set(HeaderRoutedTo, f.ticket.Replica.Name)
 	w.Header().Set(HeaderRouteReason, f.d.Reason.String())
+	w.Header().Set(HeaderEstPrompt, strconv.Itoa(f.ticket.EstPrompt))
 	r.writeError(w, he)
 }
 
