@@ -243,7 +243,17 @@ func checkKeys(raw any, t reflect.Type, path string) error {
 		}
 		return nil
 	}
-	if t.Kind() != reflect.Struct || t == reflect.TypeOf(Duration(0)) {
+	if t == reflect.TypeOf(Duration(0)) {
+		str, ok := raw.(string)
+		if !ok {
+			return fmt.Errorf("%s: must be a duration such as \"30s\"", strings.TrimPrefix(path, "."))
+		}
+		if _, err := time.ParseDuration(str); err != nil {
+			return fmt.Errorf("%s: invalid duration %q (want e.g. \"30s\", \"10m\")", strings.TrimPrefix(path, "."), str)
+		}
+		return nil
+	}
+	if t.Kind() != reflect.Struct {
 		return nil
 	}
 	m, ok := raw.(map[string]any)

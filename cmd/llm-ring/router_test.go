@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRouterConfigErrors: a bad configuration stops the router at startup
+// with a non-zero exit code and the key's name.
+func TestRouterConfigErrors(t *testing.T) {
+	ex, err := os.ReadFile("../../config/router.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tt := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"router"}, 2, "--config is required"},
+		{[]string{"router", "--config", filepath.Join(dir, "nope.yaml")}, 1, "no such file"},
+		{[]string{"router", "--config", write("missing.yaml", strings.Replace(string(ex), "virtual_nodes: 160", "", 1))}, 1, "virtual_nodes: missing"},
+		{[]string{"router", "--config", write("unknown.yaml", string(ex)+"colour: blue\n")}, 1, "colour: unknown key"},
+		{[]string{"router", "--config", write("bad.yaml", strings.Replace(string(ex), "max_attempts: 3", "max_attempts: 0", 1))}, 1, "upstream.max_attempts: must be ≥ 1"},
+		{[]string{"router", "--bogus"}, 2, "flag provided but not defined"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), tt.args, &stdout, &stderr)
+		if code != tt.code || !strings.Contains(stderr.String(), tt.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d with %q", tt.args, code, stderr.String(), tt.code, tt.want)
+		}
+	}
+}
+
+// TestRouterStartsAndStops: a valid configuration serves until the context
+// ends (SIGTERM in production), then exits 0.
+func TestRouterStartsAndStops(t *testing.T) {
+	ex, _ := os.ReadFile("../../config/router.yaml")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cfg := strings.Replace(string(ex), `listen: "127.0.0.1:8080"`, `listen: "`+addr+`"`, 1)
+	cfg = strings.Replace(cfg, "shutdown_grace: 30s", "shutdown_grace: 2s", 1)
+	path := filepath.Join(t.TempDir(), "router.yaml")
+	os.WriteFile(path, []byte(cfg), 0o644)
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr bytes.Buffer
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"router", "--config", path}, &stdout, &stderr) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("router never ready: %v %s", err, stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), `"msg":"replicas_changed"`) || !strings.Contains(stdout.String(), `"llm-0","llm-1","llm-2"`) {
+		t.Errorf("no replicas_changed event with the names in the log:\n%s", stdout.String())
+	}
+}

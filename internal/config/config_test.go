@@ -1,0 +1,98 @@
+package config
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+func example(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../../config/router.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestErrorsNameTheKey: every way a configuration can be wrong stops with
+// an error naming the key.
+func TestErrorsNameTheKey(t *testing.T) {
+	ex := example(t)
+	tests := []struct {
+		name string
+		edit func(string) string
+		want string
+	}{
+		// A missing top-level key.
+		{"missing epsilon", func(s string) string { return strings.Replace(s, "epsilon: 0.25", "", 1) }, "epsilon: missing"},
+		// A missing nested key.
+		{"missing long_cap_factor", func(s string) string { return strings.Replace(s, "  long_cap_factor: 2.0\n", "", 1) }, "llm_aware.long_cap_factor: missing"},
+		// An unknown key, even a plausible one.
+		{"unknown key", func(s string) string { return s + "admin_token: x\n" }, "admin_token: unknown key"},
+		{"unknown nested key", func(s string) string {
+			return strings.Replace(s, "  max_attempts: 3", "  max_attempts: 3\n  retries: 2", 1)
+		}, "upstream.retries: unknown key"},
+		// Wrong types.
+		{"epsilon not a number", func(s string) string { return strings.Replace(s, "epsilon: 0.25", "epsilon: lots", 1) }, "epsilon"},
+		{"bool as string", func(s string) string {
+			return strings.Replace(s, "cache_aware_load: true", "cache_aware_load: maybe", 1)
+		}, "llm_aware.cache_aware_load"},
+		{"bad duration", func(s string) string { return strings.Replace(s, "ttl: 30m", "ttl: forever", 1) }, "ttl"},
+		// Invalid values.
+		{"unknown policy", func(s string) string { return strings.Replace(s, "policy: llm-aware", "policy: random", 1) }, "policy: unknown policy \"random\""},
+		{"epsilon zero", func(s string) string { return strings.Replace(s, "epsilon: 0.25", "epsilon: 0", 1) }, "epsilon: must be > 0"},
+		{"bad unit", func(s string) string {
+			return strings.Replace(s, "bounded_load_unit: requests", "bounded_load_unit: bytes", 1)
+		}, "bounded_load_unit"},
+		{"bad replica url", func(s string) string { return strings.Replace(s, `"http://127.0.0.1:8081"`, `"127.0.0.1:8081"`, 1) }, "discovery.static[0].url"},
+		{"duplicate replica", func(s string) string { return strings.Replace(s, "name: llm-1", "name: llm-0", 1) }, "discovery.static[1].name: duplicate"},
+		{"bad mode", func(s string) string { return strings.Replace(s, "mode: static", "mode: consul", 1) }, "discovery.mode"},
+		// kubernetes mode needs its block, static mode does not.
+		{"kubernetes without block", func(s string) string { return strings.Replace(s, "mode: static", "mode: kubernetes", 1) }, "discovery.kubernetes: missing"},
+		{"not a mapping", func(string) string { return "- a\n- b\n" }, "mapping"},
+		{"broken YAML", func(s string) string { return s + "\n  : :\n\t-" }, "YAML"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.edit(ex)))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error = %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestKubernetesMode: the static list is not needed, the kubernetes block is.
+func TestKubernetesMode(t *testing.T) {
+	ex := example(t)
+	i := strings.Index(ex, "discovery:")
+	k8s := ex[:i] + `discovery:
+  mode: kubernetes
+  kubernetes: {namespace: llm-ring, service: llm, port_name: http, kubeconfig: ""}
+`
+	c, err := Parse([]byte(k8s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Discovery.Kubernetes.Service != "llm" {
+		t.Errorf("kubernetes block not read: %+v", c.Discovery.Kubernetes)
+	}
+	if _, err := Parse([]byte(strings.Replace(k8s, "port_name: http, ", "", 1))); err == nil || !strings.Contains(err.Error(), "discovery.kubernetes.port_name: missing") {
+		t.Errorf("missing port_name: %v", err)
+	}
+}
+
+func TestPolicyParams(t *testing.T) {
+	c, err := Parse([]byte(example(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.PolicyParams()
+	if p.Epsilon != 0.25 || !p.CacheAwareLoad || p.LongPromptTokens != 800 || p.LongCapFactor != 2 {
+		t.Errorf("params = %+v", p)
+	}
+	if s := c.StateConfig(); s.VirtualNodes != 160 || s.MaxEntries != 1000000 || s.TTL.Minutes() != 30 {
+		t.Errorf("state config = %+v", s)
+	}
+}
