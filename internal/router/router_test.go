@@ -68,7 +68,9 @@ func newFake(t testing.TB, name string) *fakeReplica {
 	return f
 }
 
-func (f *fakeReplica) replica() discovery.Replica { return discovery.Replica{Name: f.name, URL: f.srv.URL} }
+func (f *fakeReplica) replica() discovery.Replica {
+	return discovery.Replica{Name: f.name, URL: f.srv.URL}
+}
 
 func (f *fakeReplica) serve(w http.ResponseWriter, r *http.Request) {
 	f.calls.Add(1)
