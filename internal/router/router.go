@@ -424,6 +424,9 @@ func (r *Router) finish(ctx context.Context, f *flight) {
 	if f.errKind != "" && f.errKind != "client" || f.status >= 500 {
 		level = slog.LevelWarn
 	}
+	if !r.log.Enabled(ctx, level) {
+		return
+	}
 	attrs := []slog.Attr{
 		slog.String("conversation", f.p.key),
 		slog.String("key_source", f.p.keySource),

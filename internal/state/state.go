@@ -52,6 +52,10 @@ type Table struct {
 	loads   []policy.Load // indexed like snap.names
 	total   policy.Load   // Σ loads
 	visited []uint64      // scratch for ring walks
+	// req and view are reused by every Route (under mu): passed to the
+	// policy through an interface, they would otherwise escape to the heap.
+	req  policy.Request
+	view policy.View
 	seq     uint64
 	mem     *memory
 	// Interned replica ids: a name keeps its id for the table's lifetime.
@@ -186,7 +190,8 @@ func (t *Table) Route(in Input, now int64, exclude ...string) (Ticket, policy.De
 	if len(s.names) == 0 {
 		return Ticket{}, policy.Decision{}, ErrNoReplica
 	}
-	req := policy.Request{Hash: in.Hash, OutputTokens: in.MaxTokens, Seq: t.seq, Last: -1}
+	req := &t.req
+	*req = policy.Request{Hash: in.Hash, OutputTokens: in.MaxTokens, Seq: t.seq, Last: -1}
 	t.seq++
 	place, known := t.mem.get(in.Hash, now)
 	if known {
@@ -196,7 +201,8 @@ func (t *Table) Route(in Input, now int64, exclude ...string) (Ticket, policy.De
 	}
 	req.PromptTokens = t.estimate(in, place, known)
 
-	v := policy.View{Names: s.names, Ring: s.ring, Loads: t.loads, Total: t.total, Visited: t.visited}
+	v := &t.view
+	*v = policy.View{Names: s.names, Ring: s.ring, Loads: t.loads, Total: t.total, Visited: t.visited}
 	if len(exclude) > 0 {
 		v.Exclude = make([]uint64, (len(s.names)+63)/64)
 		left := len(s.names)
@@ -210,7 +216,7 @@ func (t *Table) Route(in Input, now int64, exclude ...string) (Ticket, policy.De
 			return Ticket{}, policy.Decision{}, ErrNoReplica
 		}
 	}
-	d := t.pol.Pick(&req, &v)
+	d := t.pol.Pick(req, v)
 	r := d.Replica
 	t.loads[r].Requests++
 	t.loads[r].Tokens += d.Charge
