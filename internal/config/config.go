@@ -17,6 +17,8 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	shipped "github.com/llm-ring/llm-ring/config"
+
 	"github.com/llm-ring/llm-ring/internal/discovery"
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/state"
@@ -148,6 +150,17 @@ func Load(path string) (*Router, error) {
 	c, err := Parse(b)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Default returns the shipped configuration (config/router.yaml, embedded
+// in the binary): every setting a router started in-process uses unless
+// told otherwise.
+func Default() (*Router, error) {
+	c, err := Parse(shipped.RouterYAML)
+	if err != nil {
+		return nil, fmt.Errorf("config/router.yaml: %w", err)
 	}
 	return c, nil
 }

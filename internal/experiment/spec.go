@@ -271,45 +271,14 @@ func ParseSeeds(s string) ([]int64, error) {
 	return out, nil
 }
 
-// DefaultRouterConfig is the embedded router's configuration: the values
-// of config/router.yaml (a test keeps them equal), with a static discovery
-// list that each run replaces by its own replicas.
+// DefaultRouterConfig is the embedded router's configuration: the shipped
+// config/router.yaml (embedded in the binary) on a free loopback port; each
+// run replaces its static replica list by its own replicas.
 func DefaultRouterConfig() *config.Router {
-	return &config.Router{
-		Listen:          "127.0.0.1:0",
-		Policy:          "llm-aware",
-		VirtualNodes:    160,
-		Epsilon:         0.25,
-		BoundedLoadUnit: "requests",
-		LLMAware: config.LLMAware{
-			CacheAwareLoad:   true,
-			PlacementMemory:  true,
-			LongStickiness:   true,
-			LongPromptTokens: 800,
-			LongCapFactor:    2.0,
-		},
-		PlacementMemory:  config.PlacementMemory{MaxEntries: 1_000_000, TTL: config.Duration(30 * time.Minute)},
-		CharsPerToken:    4.0,
-		DefaultMaxTokens: 128,
-		ConversationKey: config.ConversationKey{
-			Headers:     []string{traffic.HeaderConversation},
-			BodyField:   "user",
-			PrefixChars: 256,
-		},
-		MaxBodyBytes: 8 << 20,
-		Upstream: config.Upstream{
-			DialTimeout:     config.Duration(2 * time.Second),
-			ResponseTimeout: config.Duration(10 * time.Minute),
-			MaxAttempts:     3,
-		},
-		ShutdownGrace: config.Duration(30 * time.Second),
-		Discovery: config.Discovery{
-			Mode: "static",
-			Static: []discovery.Replica{
-				{Name: "llm-0", URL: "http://127.0.0.1:8081"},
-				{Name: "llm-1", URL: "http://127.0.0.1:8082"},
-				{Name: "llm-2", URL: "http://127.0.0.1:8083"},
-			},
-		},
+	c, err := config.Default()
+	if err != nil {
+		panic(err) // the shipped file is valid: internal/config's tests say so
 	}
+	c.Listen = "127.0.0.1:0"
+	return c
 }
