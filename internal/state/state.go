@@ -56,8 +56,8 @@ type Table struct {
 	// policy through an interface, they would otherwise escape to the heap.
 	req  policy.Request
 	view policy.View
-	seq     uint64
-	mem     *memory
+	seq  uint64
+	mem  *memory
 	// Interned replica ids: a name keeps its id for the table's lifetime.
 	idOf   map[string]uint32
 	nameOf []string
