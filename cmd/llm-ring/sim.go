@@ -91,6 +91,8 @@ func cmdSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			jobs = append(jobs, sim.Job{Dir: pt.dir, Spec: sp})
 		}
 	}
+	fmt.Fprintf(stderr, "sim: %s (%s × %s%s) → %s\n", count(len(jobs), "run"), count(len(o.policies), "policy"),
+		count(len(o.seeds), "seed"), sweepNote(o), o.outDir)
 	start := time.Now()
 	var requests, errs int
 	var events int64
@@ -140,6 +142,24 @@ func cmdSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fmt.Fprintf(stdout, "\nsweep table %s, chart %s; each value's runs and analysis in %s\n", md, png,
 		filepath.Join(o.outDir, o.sweepKey+"=*"))
 	return nil
+}
+
+// count writes n and the noun, plural when n != 1 ("policy" → "policies").
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	if strings.HasSuffix(noun, "y") {
+		return fmt.Sprintf("%d %sies", n, strings.TrimSuffix(noun, "y"))
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+func sweepNote(o *simOptions) string {
+	if o.sweepKey == "" {
+		return ""
+	}
+	return fmt.Sprintf(" × %d values of %s", len(o.sweepVals), o.sweepKey)
 }
 
 // specs lists the runs of one parse: every seed × every policy, in that

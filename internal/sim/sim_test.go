@@ -338,7 +338,7 @@ func TestSharedCPUSlowsBusyReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p50 := func(shared bool) float64 {
+	meanLatency := func(shared bool) float64 {
 		var rows rowsOf
 		if _, err := Run(context.Background(), Spec{RunID: "x", Policy: "consistent", Seed: 1, Profile: prof, Replicas: 3,
 			Model: model.DefaultConfig(), SharedCPU: shared, Router: DefaultRouter()}, &rows); err != nil {
@@ -350,7 +350,7 @@ func TestSharedCPUSlowsBusyReplicas(t *testing.T) {
 		}
 		return total / float64(len(rows))
 	}
-	own, shared := p50(false), p50(true)
+	own, shared := meanLatency(false), meanLatency(true)
 	if !(shared > 1.3*own) {
 		t.Fatalf("mean latency %v ms shared vs %v ms own CPU: want the shared CPU clearly slower", shared, own)
 	}
