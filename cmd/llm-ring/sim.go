@@ -91,6 +91,10 @@ func cmdSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			jobs = append(jobs, sim.Job{Dir: pt.dir, Spec: sp})
 		}
 	}
+	if o.shared && o.replicas > 16 {
+		fmt.Fprintf(stderr, "sim: note: the %d replicas share one CPU (--shared-cpu, the default, as on one laptop); "+
+			"use --shared-cpu=false to give each replica a CPU of its own\n", o.replicas)
+	}
 	fmt.Fprintf(stderr, "sim: %s (%s × %s%s) → %s\n", simCount(len(jobs), "run"), simCount(len(o.policies), "policy"),
 		simCount(len(o.seeds), "seed"), simSweepNote(o), o.outDir)
 	start := time.Now()
