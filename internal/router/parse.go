@@ -67,11 +67,6 @@ func badRequest(format string, args ...any) *httpError {
 	return &httpError{http.StatusBadRequest, wire.ErrTypeInvalidRequest, fmt.Sprintf(format, args...)}
 }
 
-// chatOverheadChars approximates the characters a chat template adds per
-// message (role markers and separators, as in ChatML's
-// "<|im_start|>role\n…<|im_end|>\n"), so the estimate counts them too.
-const chatOverheadChars = 24
-
 // parseRequest reads the body of a proxied request. Errors are 400s that
 // name the field.
 func parseRequest(kind apiKind, h http.Header, body []byte, rules *keyRules) (parsed, error) {
@@ -165,7 +160,7 @@ func (p *parsed) parseMessages(top map[string]json.RawMessage, prefixChars int) 
 		if err != nil {
 			return "", badRequest("messages[%d].%v", i, err)
 		}
-		p.chars += len(text) + len(m.Role) + chatOverheadChars
+		p.chars += wire.ChatChars(m.Role, text)
 		switch m.Role {
 		case "system", "developer":
 			if users == 0 {

@@ -245,9 +245,23 @@ func TestHeadersAndAffinity(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatal(resp.Status)
 	}
-	if !strings.Contains(h.logText(), `"key_source":"body:user"`) {
+	if !h.waitLog(t, `"key_source":"body:user"`) {
 		t.Error("user field not used as the conversation key")
 	}
+}
+
+// waitLog waits for a log line containing sub: the router logs a request
+// just after its answer's last byte, so the client may see the answer first.
+func (h *harness) waitLog(t testing.TB, sub string) bool {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(h.logText(), sub) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true
 }
 
 func (h *harness) logText() string {
@@ -293,8 +307,9 @@ func TestStreamingUnbuffered(t *testing.T) {
 	if !strings.Contains(string(rest), "[DONE]") {
 		t.Errorf("end of stream missing: %q", rest)
 	}
+	// Counted just after the last byte reached the client: wait for it.
 	deadline := time.Now().Add(5 * time.Second)
-	for rt.Table().Status().Replicas[0].Load.Requests != 0 && time.Now().Before(deadline) {
+	for testutil.ToFloat64(rt.metrics.promptTokens.WithLabelValues("cached")) == 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	if got := testutil.ToFloat64(rt.metrics.promptTokens.WithLabelValues("cached")); got != 3 {
@@ -335,7 +350,7 @@ func TestLoadReleased(t *testing.T) {
 	cancel()
 	<-done
 	h.idle(t)
-	if !strings.Contains(h.logText(), `"error_kind":"client"`) {
+	if !h.waitLog(t, `"error_kind":"client"`) {
 		t.Error("client cancellation not logged")
 	}
 }
@@ -478,7 +493,7 @@ func TestAdminAndStatus(t *testing.T) {
 	if r2.Header.Get(HeaderRouteReason) != "home" {
 		t.Errorf("reason after switch = %q", r2.Header.Get(HeaderRouteReason))
 	}
-	if !strings.Contains(h.logText(), `"policy":"bounded"`) {
+	if !h.waitLog(t, `"policy":"bounded"`) {
 		t.Error("requests after the switch are not logged under bounded")
 	}
 	for _, bad := range []string{`{"policy":"random"}`, `{"epsilon":-1,"policy":"bounded"}`, `{"nope":1}`, `{`} {
@@ -502,6 +517,12 @@ func TestMetricsGolden(t *testing.T) {
 		h.post(t, wire.PathChatCompletions, chatBody(strings.Repeat("abcd", turn*10), false), "x-conversation-id", "g")
 	}
 	h.idle(t)
+	// The counters are updated just after each answer's last byte: wait for
+	// the third request to be counted before comparing.
+	deadline := time.Now().Add(5 * time.Second)
+	for testutil.ToFloat64(h.rt.metrics.requests.WithLabelValues("consistent", "llm-0", "home", "200")) < 3 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
 	names := []string{"llm_ring_requests_total", "llm_ring_prompt_tokens_total", "llm_ring_predicted_tokens_total", "llm_ring_replicas"}
 	const golden = "testdata/metrics.golden"
 	if *update {

@@ -12,6 +12,7 @@ import (
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/ring"
 	"github.com/llm-ring/llm-ring/internal/traffic"
+	"github.com/llm-ring/llm-ring/internal/wire"
 )
 
 // Spec is one simulated run: one policy, one seed, one traffic profile, one
@@ -132,38 +133,14 @@ func ValidateRouting(c *config.Router) error {
 	return errors.Join(errs...)
 }
 
-// DefaultRouter returns the routing settings of config/router.yaml (the
-// shipped router configuration): ε = 0.25, bounded in requests, 160
-// virtual nodes, llm-aware with its three additions (long from 800 prompt
-// tokens, up to 2 × average), placement memory of 1,000,000 conversations
-// for 30 minutes, 4 characters per token. Keep the two in step.
+// DefaultRouter returns the routing settings of the shipped
+// config/router.yaml (embedded in the binary: internal/config.Default).
 func DefaultRouter() config.Router {
-	return config.Router{
-		Listen:          "127.0.0.1:8080",
-		Policy:          "llm-aware",
-		VirtualNodes:    160,
-		Epsilon:         0.25,
-		BoundedLoadUnit: "requests",
-		LLMAware: config.LLMAware{
-			CacheAwareLoad:   true,
-			PlacementMemory:  true,
-			LongStickiness:   true,
-			LongPromptTokens: 800,
-			LongCapFactor:    2.0,
-		},
-		PlacementMemory:  config.PlacementMemory{MaxEntries: 1_000_000, TTL: config.Duration(30 * time.Minute)},
-		CharsPerToken:    4.0,
-		DefaultMaxTokens: 128,
-		ConversationKey:  config.ConversationKey{Headers: []string{traffic.HeaderConversation}, BodyField: "user", PrefixChars: 256},
-		MaxBodyBytes:     8 << 20,
-		Upstream: config.Upstream{
-			DialTimeout:     config.Duration(2 * time.Second),
-			ResponseTimeout: config.Duration(10 * time.Minute),
-			MaxAttempts:     3,
-		},
-		ShutdownGrace: config.Duration(30 * time.Second),
-		Discovery:     config.Discovery{Mode: "static", Static: []discovery.Replica{{Name: "llm-0", URL: "http://127.0.0.1:8081"}}},
+	c, err := config.Default()
+	if err != nil {
+		panic(err) // the shipped file is valid: internal/config's tests say so
 	}
+	return *c
 }
 
 // variant is a policy the simulator accepts by name: a registered policy
@@ -228,15 +205,10 @@ func NewPolicy(name string, base policy.Params) (policy.Policy, error) {
 	return p, err
 }
 
-// ChatChars is the router's size, in characters, of a chat request's
-// messages: Σ over messages of len(content) + len(role) + 24, where 24
-// stands for the chat template's framing of a message. It must stay equal
-// to internal/router's parseMessages (chatOverheadChars), so that the
-// simulated router estimates tokens from the same input as the live one.
-func ChatChars(role, content string) int { return len(content) + len(role) + chatOverheadChars }
-
-// chatOverheadChars mirrors internal/router's chatOverheadChars.
-const chatOverheadChars = 24
+// ChatChars is the router's size, in characters, of one chat message
+// (wire.ChatChars), so that the simulated router estimates tokens from the
+// same input as the live one.
+func ChatChars(role, content string) int { return wire.ChatChars(role, content) }
 
 // runConfig is the free-form configuration recorded in a run's JSON: what a
 // reader needs to rerun it.

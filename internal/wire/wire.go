@@ -288,6 +288,17 @@ func ContentText(raw json.RawMessage) (string, error) {
 	}
 }
 
+// chatOverheadChars approximates the characters a chat template adds per
+// message (role markers and separators, as in ChatML's
+// "<|im_start|>role\n…<|im_end|>\n").
+const chatOverheadChars = 24
+
+// ChatChars is the size, in characters, the router counts for one chat
+// message: its text, its role and the template's framing. The router's
+// token estimate of a chat request is Σ ChatChars / chars_per_token (for
+// the part not answered before); the simulator counts the same way.
+func ChatChars(role, content string) int { return len(content) + len(role) + chatOverheadChars }
+
 // TextContent encodes s as a chat message content.
 func TextContent(s string) json.RawMessage {
 	b, _ := json.Marshal(s)
