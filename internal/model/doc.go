@@ -36,6 +36,6 @@
 // conversation's tokens and append messages to them, rather than
 // re-tokenizing the history every turn.
 //
-// Formulas, choices and limits: docs/design.d/replica.md; calibration:
-// docs/notes.d/replica.md.
+// Formulas, choices and limits: docs/design.md; calibration:
+// docs/notes.md.
 package model
