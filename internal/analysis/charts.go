@@ -23,15 +23,15 @@ func WriteCharts(outDir string, s Summary) error {
 		name  string
 		write func(io.Writer, Summary) error
 	}{{SummaryPNG, WriteSummaryChart}, {HitRateOverTimePNG, WriteHitRateChart}} {
-		if err := writeFile(filepath.Join(outDir, c.name), func(w io.Writer) error { return c.write(w, s) }); err != nil {
+		if err := WriteFile(filepath.Join(outDir, c.name), func(w io.Writer) error { return c.write(w, s) }); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// writeFile creates path and writes it with write, reporting close errors.
-func writeFile(path string, write func(io.Writer) error) error {
+// WriteFile creates path and writes it with write, reporting close errors.
+func WriteFile(path string, write func(io.Writer) error) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -43,9 +43,9 @@ func writeFile(path string, write func(io.Writer) error) error {
 	return f.Close()
 }
 
-// policyColor gives each policy the same colour in every chart: the soft
+// PolicyColor gives each policy the same colour in every chart: the soft
 // palette, then the dark one, so that up to 14 policies are told apart.
-func policyColor(i int) color.Color {
+func PolicyColor(i int) color.Color {
 	soft, dark := plotutil.SoftColors, plotutil.DarkColors
 	i %= len(soft) + len(dark)
 	if i < len(soft) {
@@ -148,7 +148,7 @@ func barPanel(s Summary, pn panel, panelWidth vg.Length) (*plot.Plot, error) {
 			return nil, err
 		}
 		bar.XMin = float64(i)
-		bar.Color = policyColor(i)
+		bar.Color = PolicyColor(i)
 		bar.LineStyle.Width = 0
 		p.Add(bar)
 		y := mean
@@ -243,10 +243,10 @@ func WriteHitRateChart(w io.Writer, s Summary) error {
 		if err != nil {
 			return err
 		}
-		line.Color = policyColor(i)
+		line.Color = PolicyColor(i)
 		line.Width = vg.Points(1.8)
 		line.Dashes = plotutil.Dashes(i)
-		points.Color = policyColor(i)
+		points.Color = PolicyColor(i)
 		points.Shape = plotutil.Shape(i)
 		points.Radius = vg.Points(3)
 		p.Add(line, points)

@@ -23,10 +23,10 @@ func Write(resultsDir, outDir string, opts Options) (Summary, error) {
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return Summary{}, fmt.Errorf("create output folder: %w", err)
 	}
-	if err := writeFile(filepath.Join(outDir, SummaryMD), func(w io.Writer) error { return WriteMarkdown(w, s) }); err != nil {
+	if err := WriteFile(filepath.Join(outDir, SummaryMD), func(w io.Writer) error { return WriteMarkdown(w, s) }); err != nil {
 		return Summary{}, err
 	}
-	if err := writeFile(filepath.Join(outDir, PerRunCSV), func(w io.Writer) error { return WritePerRunCSV(w, s) }); err != nil {
+	if err := WriteFile(filepath.Join(outDir, PerRunCSV), func(w io.Writer) error { return WritePerRunCSV(w, s) }); err != nil {
 		return Summary{}, err
 	}
 	if err := WriteCharts(outDir, s); err != nil {

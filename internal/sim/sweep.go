@@ -2,11 +2,10 @@ package sim
 
 import (
 	"fmt"
-	"image/color"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -37,7 +36,7 @@ func SweepFiles(key string) (md, png string) {
 func WriteSweep(dir, key string, pts []SweepPoint) (md, png string, err error) {
 	mdName, pngName := SweepFiles(key)
 	md, png = filepath.Join(dir, mdName), filepath.Join(dir, pngName)
-	err = writeFile(md, func(w io.Writer) error {
+	err = analysis.WriteFile(md, func(w io.Writer) error {
 		fmt.Fprintf(w, "# Sweep of %s\n\n", key)
 		fmt.Fprintf(w, "Each row is one policy at one value of %s: the mean over its runs (seeds) ± the half-width "+
 			"of the 95 %% confidence interval (Student t), as in summary.md. Hit rate: follow-up turns whose "+
@@ -52,22 +51,10 @@ func WriteSweep(dir, key string, pts []SweepPoint) (md, png string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	if err := writeFile(png, func(w io.Writer) error { return WriteSweepChart(w, key, pts) }); err != nil {
+	if err := analysis.WriteFile(png, func(w io.Writer) error { return WriteSweepChart(w, key, pts) }); err != nil {
 		return "", "", err
 	}
 	return md, png, nil
-}
-
-func writeFile(path string, write func(io.Writer) error) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := write(f); err != nil {
-		f.Close()
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return f.Close()
 }
 
 // WriteSweepTable writes the sweep as a markdown table: one row per (value,
@@ -134,7 +121,7 @@ func WriteSweepChart(w io.Writer, key string, pts []SweepPoint) error {
 	var names []string
 	for _, pt := range pts {
 		for _, p := range pt.Summary.Policies {
-			if !contains(names, p.Policy) {
+			if !slices.Contains(names, p.Policy) {
 				names = append(names, p.Policy)
 			}
 		}
@@ -204,7 +191,7 @@ func WriteSweepChart(w io.Writer, key string, pts []SweepPoint) error {
 			if err != nil {
 				return err
 			}
-			c := seriesColor(ci)
+			c := analysis.PolicyColor(ci)
 			l.Color, s.Color = c, c
 			l.Width = vg.Points(2)
 			s.Shape = plotutil.Shape(ci)
@@ -254,24 +241,4 @@ func findPolicy(s *analysis.Summary, name string) *analysis.PolicySummary {
 		}
 	}
 	return nil
-}
-
-func contains(xs []string, x string) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
-}
-
-// seriesColor gives each policy a distinct colour: the dark palette, then
-// the soft one.
-func seriesColor(i int) color.Color {
-	dark, soft := plotutil.DarkColors, plotutil.SoftColors
-	i %= len(soft) + len(dark)
-	if i < len(dark) {
-		return dark[i]
-	}
-	return soft[i-len(dark)]
 }
