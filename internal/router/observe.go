@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/llm-ring/llm-ring/internal/state"
 	"github.com/llm-ring/llm-ring/internal/wire"
 )
 
@@ -20,11 +21,16 @@ type counts struct {
 	cacheN, promptN, predictedN int
 }
 
+func (c counts) outcome() state.Outcome {
+	return state.Outcome{OK: true, Known: c.known, CacheN: c.cacheN, PromptN: c.promptN, PredictedN: c.predictedN}
+}
+
 // answerCounts is the part of any answer shape that carries counts:
 // llama.cpp's timings (native and OpenAI-compatible), OpenAI's usage.
 type answerCounts struct {
 	Timings *wire.Timings `json:"timings"`
 	Usage   *wire.Usage   `json:"usage"`
+	Stop    bool          `json:"stop"` // native /completion: the last chunk
 }
 
 func (a *answerCounts) counts() (counts, bool) {
@@ -46,15 +52,21 @@ func (a *answerCounts) counts() (counts, bool) {
 // observer passes a replica's answer through to the client unchanged while
 // reading the token counts out of it: from the whole JSON body, or from the
 // SSE events of a stream (the last event with timings or usage wins).
+//
+// It knows the answer has ended at the body's EOF, or earlier for a stream:
+// at "data: [DONE]" (OpenAI-compatible) or at the chunk with "stop": true
+// (llama.cpp's /completion). Either way it then calls done once, before the
+// bytes that end the answer are handed on to the client.
 type observer struct {
-	rc  io.ReadCloser
-	sse bool
+	rc   io.ReadCloser
+	sse  bool
+	done func(counts)
 
 	mu    sync.Mutex
 	first time.Time // first byte from the replica
-	eof   bool
-	buf   []byte // whole body (JSON) or the current partial line (SSE)
-	over  bool   // body larger than maxKeep
+	eof   bool      // the answer has ended
+	buf   []byte    // whole body (JSON) or the current partial line (SSE)
+	over  bool      // body larger than maxKeep
 	got   counts
 }
 
@@ -71,7 +83,6 @@ func (o *observer) Read(p []byte) (int, error) {
 		o.feed(p[:n])
 	}
 	if err == io.EOF {
-		o.eof = true
 		if !o.sse && !o.over {
 			var a answerCounts
 			if json.Unmarshal(o.buf, &a) == nil {
@@ -80,6 +91,7 @@ func (o *observer) Read(p []byte) (int, error) {
 				}
 			}
 		}
+		o.end()
 	}
 	return n, err
 }
@@ -108,7 +120,19 @@ func (o *observer) feed(p []byte) {
 	}
 }
 
-// line reads one SSE line; only data lines that mention counts are parsed.
+// end marks the answer as ended and calls done, once.
+func (o *observer) end() {
+	if o.eof {
+		return
+	}
+	o.eof = true
+	if o.done != nil {
+		o.done(o.got)
+	}
+}
+
+// line reads one SSE line; only data lines that mention counts or the end
+// of the answer are parsed.
 func (o *observer) line(l []byte) {
 	l = bytes.TrimSuffix(l, []byte("\r"))
 	data, ok := bytes.CutPrefix(l, []byte("data:"))
@@ -116,14 +140,22 @@ func (o *observer) line(l []byte) {
 		return
 	}
 	data = bytes.TrimSpace(data)
-	if !bytes.Contains(data, []byte(`"timings"`)) && !bytes.Contains(data, []byte(`"usage"`)) {
+	if bytes.Equal(data, []byte(wire.DataDone)) {
+		o.end()
+		return
+	}
+	if !bytes.Contains(data, []byte(`"timings"`)) && !bytes.Contains(data, []byte(`"usage"`)) && !bytes.Contains(data, []byte(`"stop"`)) {
 		return
 	}
 	var a answerCounts
-	if json.Unmarshal(data, &a) == nil {
-		if c, ok := a.counts(); ok {
-			o.got = c
-		}
+	if json.Unmarshal(data, &a) != nil {
+		return
+	}
+	if c, ok := a.counts(); ok {
+		o.got = c
+	}
+	if a.Stop {
+		o.end()
 	}
 }
 

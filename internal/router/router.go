@@ -214,6 +214,8 @@ type flight struct {
 	errKind string // upstream error kind, if any
 	errMsg  string
 	obs     *observer
+	out     state.Outcome  // what the ticket was released with
+	fb      state.Feedback // what the release learned
 }
 
 type flightKey struct{}
@@ -310,8 +312,7 @@ func (r *Router) roundTrip(req *http.Request) (*http.Response, error) {
 		}
 		now := time.Now().UnixNano()
 		f.failed = append(f.failed, f.ticket.Replica.Name)
-		r.table.Release(&f.ticket, state.Outcome{}, now)
-		f.held = false
+		r.settle(f, state.Outcome{}, time.Unix(0, now))
 		tk, d, rerr := r.table.Route(f.in, now, f.failed...)
 		if rerr != nil {
 			return nil, err // nobody else to try: report the dial error
@@ -343,6 +344,12 @@ func (r *Router) modifyResponse(resp *http.Response) error {
 		r.metrics.upstreamErrors.WithLabelValues(f.ticket.Replica.Name, "status").Inc()
 	}
 	f.obs = newObserver(resp.Body, strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"))
+	if resp.StatusCode/100 == 2 {
+		// Release as soon as the replica has finished, before the last bytes
+		// reach the client: a client that sends its next turn the moment the
+		// answer ends must find placement memory up to date and the load gone.
+		f.obs.done = func(c counts) { r.settle(f, c.outcome(), time.Now()) }
+	}
 	resp.Body = f.obs
 	return nil
 }
@@ -382,7 +389,18 @@ func isTimeout(err error) bool {
 	return errors.As(err, &t) && t.Timeout()
 }
 
-// finish releases the load, feeds placement memory, and logs the request.
+// settle releases the flight's ticket, once, and feeds placement memory
+// with the outcome.
+func (r *Router) settle(f *flight, out state.Outcome, now time.Time) {
+	if !f.held {
+		return
+	}
+	f.fb = r.table.Release(&f.ticket, out, now.UnixNano())
+	f.out, f.held = out, false
+}
+
+// finish releases the load if the answer's end did not already, and logs
+// the request.
 func (r *Router) finish(ctx context.Context, f *flight) {
 	now := time.Now()
 	var out state.Outcome
@@ -400,13 +418,10 @@ func (r *Router) finish(ctx context.Context, f *flight) {
 		}
 	}
 	if complete && f.status/100 == 2 {
-		out = state.Outcome{OK: true, Known: c.known, CacheN: c.cacheN, PromptN: c.promptN, PredictedN: c.predictedN}
+		out = c.outcome()
 	}
-	var fb state.Feedback
-	if f.held {
-		fb = r.table.Release(&f.ticket, out, now.UnixNano())
-		f.held = false
-	}
+	r.settle(f, out, now)
+	out, fb := f.out, f.fb
 	policyName := f.d.Trace.Policy
 	code := fmt.Sprint(f.status)
 	r.metrics.requests.WithLabelValues(policyName, f.ticket.Replica.Name, f.d.Reason.String(), code).Inc()

@@ -621,3 +621,54 @@ func BenchmarkProxy(b *testing.B) {
 	b.Run("direct", func(b *testing.B) { run(b, h.fakes[0].srv.URL) })
 	b.Run("via-router", func(b *testing.B) { run(b, h.srv.URL) })
 }
+
+// TestReleasedBeforeTheClientSeesTheEnd guards a race found by the SDK
+// end-to-end test: a client that sends its next turn the moment it reads
+// the end of a stream must find the previous turn released and placement
+// memory updated, even when the replica closes the stream later.
+func TestReleasedBeforeTheClientSeesTheEnd(t *testing.T) {
+	for _, tc := range []struct{ path, last string }{
+		{wire.PathChatCompletions, "data: {\"choices\":[],\"timings\":{\"cache_n\":0,\"prompt_n\":5,\"predicted_n\":2}}\n\ndata: [DONE]\n\n"},
+		{wire.PathCompletion, "data: {\"content\":\"\",\"stop\":true,\"timings\":{\"cache_n\":0,\"prompt_n\":5,\"predicted_n\":2}}\n\n"},
+	} {
+		closeLater := make(chan struct{})
+		rep := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, tc.last)
+			w.(http.Flusher).Flush()
+			select { // the replica keeps the stream open after the last event
+			case <-closeLater:
+			case <-r.Context().Done():
+			}
+		}))
+		rs := []discovery.Replica{{Name: "llm-0", URL: rep.URL}}
+		rt, _ := New(Options{Config: testConfig(t, "llm-aware", rs)})
+		rt.SetReplicas(rs)
+		srv := httptest.NewServer(rt)
+		body := chatBody("hi", true)
+		if tc.path == wire.PathCompletion {
+			body = `{"prompt":"hi","stream":true}`
+		}
+		resp, err := http.Post(srv.URL+tc.path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(resp.Body)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(line, "[DONE]") || strings.Contains(line, `"stop":true`) {
+				break
+			}
+		}
+		if st := rt.Table().Status(); st.Replicas[0].Load != (policy.Load{}) || st.Memory != 1 {
+			t.Errorf("%s: at the end of the stream, load %+v and %d conversations remembered; want released and 1", tc.path, st.Replicas[0].Load, st.Memory)
+		}
+		close(closeLater)
+		resp.Body.Close()
+		srv.Close()
+		rep.Close()
+	}
+}
