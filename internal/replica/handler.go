@@ -103,20 +103,13 @@ func (r *Replica) completion(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusBadRequest, wire.ErrTypeInvalidRequest, err.Error())
 		return
 	}
-	mreq := model.Request{
+	id, wt, ok := r.start(w, model.Request{
 		Tokens:      toks,
-		NPredict:    -1,
 		NoCache:     body.CachePrompt != nil && !*body.CachePrompt,
 		Seed:        seedOf(body.Seed),
 		TokenEvents: body.Stream,
-	}
-	if body.NPredict != nil {
-		mreq.NPredict = *body.NPredict
-	}
-	wt := newWaiter()
-	id, _, err := r.h.submit(r.index, mreq, wt)
-	if err != nil {
-		writeModelError(w, err)
+	}, body.NPredict)
+	if !ok {
 		return
 	}
 	final := func(res *model.Result, content string) wire.CompletionResponse {
@@ -172,23 +165,12 @@ func (r *Replica) chat(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	toks := model.ChatTokens(msgs)
-	mreq := model.Request{Tokens: toks, NPredict: -1, Seed: seedOf(body.Seed), TokenEvents: body.Stream}
-	for _, n := range []*int{body.MaxCompletionTokens, body.MaxTokens, body.NPredict} {
-		if n != nil {
-			mreq.NPredict = *n
-			break
-		}
-	}
-	wt := newWaiter()
-	id, _, err := r.h.submit(r.index, mreq, wt)
-	if err != nil {
-		writeModelError(w, err)
+	id, wt, ok := r.start(w, model.Request{Tokens: toks, Seed: seedOf(body.Seed), TokenEvents: body.Stream},
+		body.MaxCompletionTokens, body.MaxTokens, body.NPredict)
+	if !ok {
 		return
 	}
-	name := body.Model
-	if name == "" {
-		name = r.h.alias
-	}
+	name := r.modelName(body.Model)
 	base := wire.ChatResponse{
 		ID:                fmt.Sprintf("chatcmpl-%s-%d", r.name, id),
 		Created:           r.h.clock.Now().Unix(),
@@ -252,23 +234,12 @@ func (r *Replica) oaiCompletion(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusBadRequest, wire.ErrTypeInvalidRequest, err.Error())
 		return
 	}
-	mreq := model.Request{Tokens: toks, NPredict: -1, Seed: seedOf(body.Seed), TokenEvents: body.Stream}
-	for _, n := range []*int{body.MaxTokens, body.NPredict} {
-		if n != nil {
-			mreq.NPredict = *n
-			break
-		}
-	}
-	wt := newWaiter()
-	id, _, err := r.h.submit(r.index, mreq, wt)
-	if err != nil {
-		writeModelError(w, err)
+	id, wt, ok := r.start(w, model.Request{Tokens: toks, Seed: seedOf(body.Seed), TokenEvents: body.Stream},
+		body.MaxTokens, body.NPredict)
+	if !ok {
 		return
 	}
-	name := body.Model
-	if name == "" {
-		name = r.h.alias
-	}
+	name := r.modelName(body.Model)
 	base := wire.CompletionsResponse{
 		ID:                fmt.Sprintf("cmpl-%s-%d", r.name, id),
 		Object:            "text_completion",
@@ -335,6 +306,34 @@ func timingsOf(res *model.Result) *wire.Timings {
 
 // seedOf maps a request seed to the model's (0 and negative values, like
 // llama.cpp's -1 "random", mean the replica's seed).
+// start submits mreq to the model; the first of limits that is set is its
+// n_predict (none: no limit). On failure it answers the error and returns
+// ok false.
+func (r *Replica) start(w http.ResponseWriter, mreq model.Request, limits ...*int) (model.ID, *waiter, bool) {
+	mreq.NPredict = -1
+	for _, n := range limits {
+		if n != nil {
+			mreq.NPredict = *n
+			break
+		}
+	}
+	wt := newWaiter()
+	id, _, err := r.h.submit(r.index, mreq, wt)
+	if err != nil {
+		writeModelError(w, err)
+		return 0, nil, false
+	}
+	return id, wt, true
+}
+
+// modelName is the model name an answer reports: the request's, else the alias.
+func (r *Replica) modelName(requested string) string {
+	if requested == "" {
+		return r.h.alias
+	}
+	return requested
+}
+
 func seedOf(s *int64) uint64 {
 	if s == nil || *s <= 0 {
 		return 0
