@@ -8,7 +8,6 @@ package discovery
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -75,6 +74,3 @@ func Validate(rs []Replica) error {
 	}
 	return nil
 }
-
-// ErrNoReplicas is returned when a set that must not be empty is.
-var ErrNoReplicas = errors.New("no replicas")

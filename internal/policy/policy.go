@@ -149,11 +149,6 @@ func (r Reason) String() string {
 	return fmt.Sprintf("reason(%d)", r)
 }
 
-// Reasons lists every reason code, in order.
-func Reasons() []Reason {
-	return []Reason{Rotate, Hash, Home, Overflow, Sticky, HomeLong, StickyLong, LeastLoaded}
-}
-
 // Unit is the unit of load of the bounded policies.
 type Unit uint8
 
