@@ -93,7 +93,10 @@ func (d *Decision) Format() string {
 	var b strings.Builder
 	head := t.Policy
 	if t.Policy == "bounded" {
-		head += map[Unit]string{Requests: " (request mode)", Tokens: " (token mode)"}[t.Unit]
+		head += " (request mode)"
+		if t.Unit == Tokens {
+			head = "bounded (token mode)"
+		}
 	}
 	fmt.Fprintf(&b, "%s → %s (%s)", head, t.name(d.Replica), d.Reason)
 	switch {
