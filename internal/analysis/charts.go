@@ -94,12 +94,17 @@ func WriteSummaryChart(w io.Writer, s Summary) error {
 		}
 		plots[0] = append(plots[0], p)
 	}
+	return WritePanels(w, plots[0], width, height)
+}
+
+// WritePanels draws plots side by side, aligned, as one PNG of the given
+// size: the layout of every multi-panel chart (summary.png, sweep charts).
+func WritePanels(w io.Writer, plots []*plot.Plot, width, height vg.Length) error {
 	img := vgimg.New(width, height)
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 1, Cols: len(panels), PadX: vg.Points(24),
+	tiles := draw.Tiles{Rows: 1, Cols: len(plots), PadX: vg.Points(24),
 		PadTop: vg.Points(8), PadBottom: vg.Points(8), PadLeft: vg.Points(8), PadRight: vg.Points(8)}
-	canvases := plot.Align(plots, tiles, dc)
-	for i, p := range plots[0] {
+	canvases := plot.Align([][]*plot.Plot{plots}, tiles, draw.New(img))
+	for i, p := range plots {
 		p.Draw(canvases[0][i])
 	}
 	_, err := vgimg.PngCanvas{Canvas: img}.WriteTo(w)

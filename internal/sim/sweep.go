@@ -13,8 +13,6 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/llm-ring/llm-ring/internal/analysis"
 )
@@ -222,16 +220,7 @@ func WriteSweepChart(w io.Writer, key string, pts []SweepPoint) error {
 		p.X.Min, p.X.Max = minX-pad, maxX+pad
 		plots[0] = append(plots[0], p)
 	}
-	img := vgimg.New(width, height)
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 1, Cols: len(plots[0]), PadX: vg.Points(24),
-		PadTop: vg.Points(8), PadBottom: vg.Points(8), PadLeft: vg.Points(8), PadRight: vg.Points(8)}
-	canvases := plot.Align(plots, tiles, dc)
-	for i, p := range plots[0] {
-		p.Draw(canvases[0][i])
-	}
-	_, err := vgimg.PngCanvas{Canvas: img}.WriteTo(w)
-	return err
+	return analysis.WritePanels(w, plots[0], width, height)
 }
 
 func findPolicy(s *analysis.Summary, name string) *analysis.PolicySummary {
