@@ -19,7 +19,7 @@ import (
 
 	shipped "github.com/llm-ring/llm-ring/config"
 
-	"github.com/llm-ring/llm-ring/internal/discovery"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/state"
 )
@@ -75,7 +75,7 @@ type Upstream struct {
 // Discovery says where the replica set comes from.
 type Discovery struct {
 	Mode       string              `json:"mode"`
-	Static     []discovery.Replica `json:"static,omitempty" cfg:"mode=static"`
+	Static     []replicaset.Replica `json:"static,omitempty" cfg:"mode=static"`
 	Kubernetes *Kubernetes         `json:"kubernetes,omitempty" cfg:"mode=kubernetes"`
 }
 
@@ -390,7 +390,7 @@ func (c *Router) Validate() error {
 	case "static":
 		if len(c.Discovery.Static) == 0 {
 			bad("discovery.static", "must list at least one replica")
-		} else if err := discovery.Validate(c.Discovery.Static); err != nil {
+		} else if err := replicaset.Validate(c.Discovery.Static); err != nil {
 			errs = append(errs, fmt.Errorf("discovery.static%w", err))
 		}
 	case "kubernetes":

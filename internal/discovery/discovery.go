@@ -8,18 +8,13 @@ package discovery
 
 import (
 	"context"
-	"fmt"
-	"net/url"
-	"slices"
-	"strings"
+
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 )
 
-// Replica is one ready replica: a stable name (the pod name on Kubernetes)
-// and the base URL the router forwards to.
-type Replica struct {
-	Name string `json:"name"`
-	URL  string `json:"url"`
-}
+// Replica is one ready replica (replicaset.Replica: the core packages use
+// it without importing discovery).
+type Replica = replicaset.Replica
 
 // Source publishes replica sets.
 //
@@ -46,31 +41,8 @@ var _ Source = Static(nil)
 
 // Normalize returns a copy of rs sorted by name, with duplicate names removed
 // (the first one wins).
-func Normalize(rs []Replica) []Replica {
-	out := slices.Clone(rs)
-	slices.SortStableFunc(out, func(a, b Replica) int { return strings.Compare(a.Name, b.Name) })
-	return slices.CompactFunc(out, func(a, b Replica) bool { return a.Name == b.Name })
-}
+func Normalize(rs []Replica) []Replica { return replicaset.Normalize(rs) }
 
 // Validate checks a static list: names non-empty and unique, URLs absolute
 // http(s) URLs. Errors name the offending entry.
-func Validate(rs []Replica) error {
-	seen := make(map[string]bool, len(rs))
-	for i, r := range rs {
-		if r.Name == "" {
-			return fmt.Errorf("[%d].name: must not be empty", i)
-		}
-		if seen[r.Name] {
-			return fmt.Errorf("[%d].name: duplicate replica name %q", i, r.Name)
-		}
-		seen[r.Name] = true
-		u, err := url.Parse(r.URL)
-		if err != nil {
-			return fmt.Errorf("[%d].url: %v", i, err)
-		}
-		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("[%d].url: %q is not an absolute http(s) URL", i, r.URL)
-		}
-	}
-	return nil
-}
+func Validate(rs []Replica) error { return replicaset.Validate(rs) }

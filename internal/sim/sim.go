@@ -9,10 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/llm-ring/llm-ring/internal/discovery"
 	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/record"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/ring"
 	"github.com/llm-ring/llm-ring/internal/state"
 	"github.com/llm-ring/llm-ring/internal/traffic"
@@ -229,12 +229,12 @@ func (s *sim) addReplica() error {
 
 // setReplicas puts replicas 0..n-1 on the ring, as a discovery update.
 func (s *sim) setReplicas(n int) {
-	rs := make([]discovery.Replica, n)
+	rs := make([]replicaset.Replica, n)
 	for i := range rs {
 		rs[i] = simReplica(i)
 	}
 	s.table.SetReplicas(rs)
-	// The table orders replicas by name, as discovery.Normalize does.
+	// The table orders replicas by name, as replicaset.Normalize does.
 	idx := make([]int32, n)
 	for i := range idx {
 		idx[i] = int32(i)

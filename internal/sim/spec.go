@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/llm-ring/llm-ring/internal/config"
-	"github.com/llm-ring/llm-ring/internal/discovery"
 	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/policy"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/ring"
 	"github.com/llm-ring/llm-ring/internal/traffic"
 	"github.com/llm-ring/llm-ring/internal/wire"
@@ -63,9 +63,9 @@ type Source interface {
 // replica of a scale-up is ReplicaName(Replicas).
 func ReplicaName(i int) string { return fmt.Sprintf("llm-%d", i) }
 
-func simReplica(i int) discovery.Replica {
+func simReplica(i int) replicaset.Replica {
 	name := ReplicaName(i)
-	return discovery.Replica{Name: name, URL: "sim://" + name}
+	return replicaset.Replica{Name: name, URL: "sim://" + name}
 }
 
 // Validate reports the first problem of a spec, naming the setting.

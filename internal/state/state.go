@@ -16,8 +16,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/llm-ring/llm-ring/internal/discovery"
 	"github.com/llm-ring/llm-ring/internal/policy"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/ring"
 )
 
@@ -35,7 +35,7 @@ type Config struct {
 
 // snapshot is an immutable replica set with its ring.
 type snapshot struct {
-	replicas []discovery.Replica // sorted by name
+	replicas []replicaset.Replica // sorted by name
 	names    []string
 	ids      []uint32 // interned id of each replica
 	ring     *ring.Ring
@@ -103,8 +103,8 @@ func (t *Table) Reset() {
 // SetReplicas replaces the replica set. The ring is rebuilt (outside the
 // lock) and swapped in; replicas that stay keep their in-flight load.
 // It reports whether the set of names or URLs changed.
-func (t *Table) SetReplicas(rs []discovery.Replica) bool {
-	rs = discovery.Normalize(rs)
+func (t *Table) SetReplicas(rs []replicaset.Replica) bool {
+	rs = replicaset.Normalize(rs)
 	t.mu.Lock()
 	same := slices.Equal(rs, t.snap.replicas)
 	t.mu.Unlock()
@@ -165,7 +165,7 @@ type Input struct {
 // Ticket is a routed request's claim on a replica's load. Release it exactly
 // once (Release, or Retry for a failover).
 type Ticket struct {
-	Replica discovery.Replica
+	Replica replicaset.Replica
 	Index   int   // replica index in the snapshot it was routed on
 	Charge  int64 // tokens charged
 	// EstPrompt is the prompt token estimate the decision used.
@@ -313,7 +313,7 @@ type Status struct {
 
 // ReplicaStatus is one replica's state.
 type ReplicaStatus struct {
-	discovery.Replica
+	replicaset.Replica
 	Load      policy.Load
 	RingShare float64 // share of the hash space it is home for
 }

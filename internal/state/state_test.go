@@ -8,15 +8,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llm-ring/llm-ring/internal/discovery"
 	"github.com/llm-ring/llm-ring/internal/policy"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/ring"
 )
 
-func replicas(names ...string) []discovery.Replica {
-	out := make([]discovery.Replica, len(names))
+func replicas(names ...string) []replicaset.Replica {
+	out := make([]replicaset.Replica, len(names))
 	for i, n := range names {
-		out[i] = discovery.Replica{Name: n, URL: "http://" + n}
+		out[i] = replicaset.Replica{Name: n, URL: "http://" + n}
 	}
 	return out
 }
