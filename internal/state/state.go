@@ -63,6 +63,13 @@ type Table struct {
 	nameOf []string
 	gen    []uint32 // gen[id] increments each time id joins the set
 	index  []int32  // index[id] is its position in snap (-1 when absent)
+	// down[id] marks a replica its health checks call unhealthy: it takes no
+	// new requests (the policy picks among the others) until healthy again.
+	// downBits is the same by snapshot index; excl is scratch for Route.
+	down     []bool
+	nDown    int
+	downBits []uint64
+	excl     []uint64
 }
 
 // New returns a Table with no replicas.
@@ -132,6 +139,7 @@ func (t *Table) SetReplicas(rs []replicaset.Replica) bool {
 			t.nameOf = append(t.nameOf, name)
 			t.gen = append(t.gen, 0)
 			t.index = append(t.index, -1)
+			t.down = append(t.down, false)
 		}
 		s.ids[i] = id
 		if old := slices.Index(t.snap.names, name); old >= 0 {
@@ -150,7 +158,50 @@ func (t *Table) SetReplicas(rs []replicaset.Replica) bool {
 	if w := (len(rs) + 63) / 64; len(t.visited) < w {
 		t.visited = make([]uint64, w)
 	}
+	t.excl = make([]uint64, (len(rs)+63)/64)
+	t.rebuildDown()
 	return true
+}
+
+// SetHealthy records a replica's health (from active health checks). An
+// unhealthy replica stays on the ring, so conversations keep their homes,
+// but takes no new requests: policies pick among the healthy ones, as on
+// failover. It reports whether the state changed; unknown names are
+// remembered for when the replica (re)joins.
+func (t *Table) SetHealthy(name string, healthy bool) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	id, ok := t.idOf[name]
+	if !ok {
+		if healthy {
+			return false
+		}
+		id = uint32(len(t.nameOf))
+		t.idOf[name] = id
+		t.nameOf = append(t.nameOf, name)
+		t.gen = append(t.gen, 0)
+		t.index = append(t.index, -1)
+		t.down = append(t.down, false)
+	}
+	if t.down[id] == !healthy {
+		return false
+	}
+	t.down[id] = !healthy
+	t.rebuildDown()
+	return true
+}
+
+// rebuildDown recomputes the snapshot-indexed bitset of unhealthy replicas.
+func (t *Table) rebuildDown() {
+	n := len(t.snap.names)
+	t.downBits = make([]uint64, (n+63)/64)
+	t.nDown = 0
+	for i, id := range t.snap.ids {
+		if t.down[id] {
+			t.downBits[i/64] |= 1 << (i % 64)
+			t.nDown++
+		}
+	}
 }
 
 // Input is what the driver knows about a request before routing it.
@@ -191,7 +242,7 @@ func (t *Table) Route(in Input, now int64, exclude ...string) (Ticket, policy.De
 		return Ticket{}, policy.Decision{}, ErrNoReplica
 	}
 	req := &t.req
-	*req = policy.Request{Hash: in.Hash, OutputTokens: in.MaxTokens, Seq: t.seq, Last: -1}
+	*req = policy.Request{Hash: in.Hash, OutputTokens: min(max(in.MaxTokens, 0), MaxCharge/2), Seq: t.seq, Last: -1}
 	t.seq++
 	place, known := t.mem.get(in.Hash, now)
 	if known {
@@ -199,29 +250,31 @@ func (t *Table) Route(in Input, now int64, exclude ...string) (Ticket, policy.De
 			req.Last, req.CachedTokens = int(i), int(place.Cached)
 		}
 	}
-	req.PromptTokens = t.estimate(in, place, known)
+	req.PromptTokens = min(t.estimate(in, place, known), MaxCharge/2)
 
 	v := &t.view
 	*v = policy.View{Names: s.names, Ring: s.ring, Loads: t.loads, Total: t.total, Visited: t.visited}
-	if len(exclude) > 0 {
-		v.Exclude = make([]uint64, (len(s.names)+63)/64)
-		left := len(s.names)
+	if len(exclude) > 0 || t.nDown > 0 {
+		v.Exclude = t.excl
+		copy(v.Exclude, t.downBits)
+		left := len(s.names) - t.nDown
 		for _, name := range exclude {
 			if i, ok := slices.BinarySearch(s.names, name); ok && v.Exclude[i/64]&(1<<(i%64)) == 0 {
 				v.Exclude[i/64] |= 1 << (i % 64)
 				left--
 			}
 		}
-		if left == 0 {
+		if left <= 0 {
 			return Ticket{}, policy.Decision{}, ErrNoReplica
 		}
 	}
 	d := t.pol.Pick(req, v)
 	r := d.Replica
+	d.Charge = min(max(d.Charge, 0), MaxCharge)
 	t.loads[r].Requests++
-	t.loads[r].Tokens += d.Charge
+	t.loads[r].Tokens = satAdd(t.loads[r].Tokens, d.Charge)
 	t.total.Requests++
-	t.total.Tokens += d.Charge
+	t.total.Tokens = satAdd(t.total.Tokens, d.Charge)
 	tk := Ticket{
 		Replica: s.replicas[r], Index: r, Charge: d.Charge, EstPrompt: req.PromptTokens,
 		id: s.ids[r], gen: t.gen[s.ids[r]], key: in.Hash, chars: int32(min(in.Chars, math.MaxInt32)),
@@ -297,11 +350,24 @@ func (t *Table) uncharge(tk *Ticket) {
 		return // the replica left (and maybe rejoined) since: its counters were reset
 	}
 	if i := t.index[tk.id]; i >= 0 {
-		t.loads[i].Requests--
-		t.loads[i].Tokens -= tk.Charge
-		t.total.Requests--
-		t.total.Tokens -= tk.Charge
+		t.loads[i].Requests = max(t.loads[i].Requests-1, 0)
+		t.loads[i].Tokens = max(t.loads[i].Tokens-tk.Charge, 0)
+		t.total.Requests = max(t.total.Requests-1, 0)
+		t.total.Tokens = max(t.total.Tokens-tk.Charge, 0)
 	}
+}
+
+// MaxCharge bounds one request's token charge (a request's prompt plus its
+// output can never need more; the router rejects larger max_tokens with a
+// 400 before routing). With it, the sums of charges cannot overflow.
+const MaxCharge = 1 << 40
+
+// satAdd adds two non-negative loads, saturating at math.MaxInt64.
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // Status is a copy of the table's state for /replicas and metrics.
@@ -316,6 +382,18 @@ type ReplicaStatus struct {
 	replicaset.Replica
 	Load      policy.Load
 	RingShare float64 // share of the hash space it is home for
+	Healthy   bool    // false while its health checks fail (SetHealthy)
+}
+
+// Healthy counts the replicas that may take requests.
+func (s *Status) Healthy() int {
+	n := 0
+	for _, r := range s.Replicas {
+		if r.Healthy {
+			n++
+		}
+	}
+	return n
 }
 
 // Status returns a consistent copy of the current state.
@@ -324,7 +402,7 @@ func (t *Table) Status() Status {
 	defer t.mu.Unlock()
 	st := Status{Policy: t.pol.Name(), Memory: t.mem.len(), Replicas: make([]ReplicaStatus, len(t.snap.names))}
 	for i, r := range t.snap.replicas {
-		st.Replicas[i] = ReplicaStatus{Replica: r, Load: t.loads[i], RingShare: t.snap.share[i]}
+		st.Replicas[i] = ReplicaStatus{Replica: r, Load: t.loads[i], RingShare: t.snap.share[i], Healthy: !t.down[t.snap.ids[i]]}
 	}
 	return st
 }

@@ -245,3 +245,90 @@ func BenchmarkRoute(b *testing.B) {
 		})
 	}
 }
+
+// TestUnhealthyTakesNoRequests (issue 10): a replica whose health checks
+// fail stays on the ring but takes no new request; when every replica is
+// unhealthy, Route says ErrNoReplica; a replica that recovers takes its
+// conversations back.
+func TestUnhealthyTakesNoRequests(t *testing.T) {
+	tb := newTable(t, "consistent")
+	tb.SetReplicas(replicas("a", "b", "c"))
+	tk, _, err := tb.Route(in("conv", 40, 1), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.Release(&tk, Outcome{}, 0)
+	home := tk.Replica.Name
+	if !tb.SetHealthy(home, false) || tb.SetHealthy(home, false) {
+		t.Fatal("SetHealthy must report a change exactly once")
+	}
+	for i := range 50 {
+		tk2, _, err := tb.Route(in(fmt.Sprint("k", i), 40, 1), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tk2.Replica.Name == home {
+			t.Fatalf("request %d went to unhealthy %s", i, home)
+		}
+		tb.Release(&tk2, Outcome{}, 0)
+	}
+	if st := tb.Status(); st.Healthy() != 2 {
+		t.Fatalf("healthy = %d, want 2", st.Healthy())
+	}
+	for _, n := range []string{"a", "b", "c"} {
+		tb.SetHealthy(n, false)
+	}
+	if _, _, err := tb.Route(in("conv", 40, 1), 0); !errors.Is(err, ErrNoReplica) {
+		t.Fatalf("all unhealthy: err = %v, want ErrNoReplica", err)
+	}
+	for _, n := range []string{"a", "b", "c"} {
+		tb.SetHealthy(n, true)
+	}
+	tk, _, _ = tb.Route(in("conv", 40, 1), 0)
+	if tk.Replica.Name != home {
+		t.Fatalf("after recovery conv went to %s, want its home %s", tk.Replica.Name, home)
+	}
+	// Health survives a membership change, and a name not yet in the set is
+	// remembered.
+	tb.SetHealthy("d", false)
+	tb.SetReplicas(replicas("a", "b", "c", "d"))
+	if st := tb.Status(); st.Healthy() != 3 {
+		t.Fatalf("healthy after d joined unhealthy = %d, want 3", st.Healthy())
+	}
+}
+
+// TestLoadArithmeticSaturates (issue 10): whatever charges requests carry
+// (huge max_tokens included), loads never overflow and never go negative,
+// and return to zero when everything is released (property test).
+func TestLoadArithmeticSaturates(t *testing.T) {
+	tb := newTable(t, "bounded")
+	tb.SetReplicas(replicas("a", "b", "c"))
+	var open []Ticket
+	sizes := []int{0, 1, 1 << 20, 1<<62 - 1, 1 << 40, 7}
+	for i := range 2000 {
+		if i%3 == 2 && len(open) > 0 {
+			k := (i * 7919) % len(open)
+			tb.Release(&open[k], Outcome{}, 0)
+			open = append(open[:k], open[k+1:]...)
+		} else {
+			tk, _, err := tb.Route(in(fmt.Sprint("c", i%37), 100, sizes[i%len(sizes)]), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			open = append(open, tk)
+		}
+		for _, r := range tb.Status().Replicas {
+			if r.Load.Tokens < 0 || r.Load.Requests < 0 {
+				t.Fatalf("step %d: negative load %+v on %s", i, r.Load, r.Name)
+			}
+		}
+	}
+	for k := range open {
+		tb.Release(&open[k], Outcome{}, 0)
+	}
+	for _, r := range tb.Status().Replicas {
+		if r.Load != (policy.Load{}) {
+			t.Fatalf("after releasing everything %s has load %+v", r.Name, r.Load)
+		}
+	}
+}
