@@ -76,7 +76,11 @@ func cmdSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if o.sweepKey != "" {
 		points = points[:0]
 		for _, v := range o.sweepVals {
-			po, err := parseSimFlags(append(slices.Clone(args), "-"+o.sweepKey+"="+v), io.Discard)
+			extra := "-" + o.sweepKey + "=" + v
+			if strings.Contains(o.sweepKey, ".") { // a policy setting: --set KEY=V
+				extra = "-set=" + o.sweepKey + "=" + v
+			}
+			po, err := parseSimFlags(append(slices.Clone(args), extra), io.Discard)
 			if err != nil {
 				return usageError{fmt.Errorf("--sweep %s=%s: %w", o.sweepKey, v, simUnwrapUsage(err))}
 			}
@@ -224,7 +228,12 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	analyze := fs.Bool("analyze", true, "analyse the runs (summary.md, per_run.csv, charts) and print the table")
 	conversations := fs.Int("conversations", 0, "override the profile's number of conversations (0: the profile's)")
 	concurrency := fs.Int("concurrency", 0, "override the profile's number of concurrent users (0: the profile's)")
-	sweep := fs.String("sweep", "", "run once per value of a flag and chart the results, e.g. epsilon=0.1,0.25,0.5,1.0, cache-ram-mib=64,512, replicas=2,3,4")
+	sweep := fs.String("sweep", "", "run once per value of a flag or policy setting and chart the results, e.g. policy.epsilon=0.1,0.25,0.5,1.0, cache-ram-mib=64,512, replicas=2,3,4")
+	var sets []string
+	fs.Func("set", "a policy setting, repeatable: NAME.KEY=VALUE (e.g. llm-aware.long_cap_factor=3), or policy.KEY=VALUE for every chosen policy that has KEY; see docs/design.md for each policy's keys", func(v string) error {
+		sets = append(sets, v)
+		return nil
+	})
 	cpuProf := fs.String("cpuprofile", "", "write a CPU profile of the whole command to this file (go tool pprof)")
 	cfgPath := fs.String("config", "", "router configuration file (YAML, as for llm-ring router): its routing keys are used; flags below override them")
 
@@ -307,7 +316,12 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 		o.router = *c
 	}
 	rf.apply(set, &o.router)
-	if err := sim.ValidateRouting(&o.router); err != nil {
+	for _, kv := range sets {
+		if err := applySet(&o.router, o.policies, kv); err != nil {
+			return nil, usageError{fmt.Errorf("--set %s: %w", kv, err)}
+		}
+	}
+	if err := o.router.ValidateRouting(); err != nil {
 		return nil, usageError{err}
 	}
 
@@ -317,11 +331,15 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 		if !ok || key == "" {
 			return nil, usageError{fmt.Errorf("--sweep: want KEY=V1,V2,..., got %q", *sweep)}
 		}
-		if fs.Lookup(key) == nil {
+		if strings.Contains(key, ".") {
+			if err := applySet(&o.router, o.policies, key+"="); err != nil && strings.Contains(err.Error(), "has key") {
+				return nil, usageError{fmt.Errorf("--sweep: %w", err)}
+			}
+		} else if fs.Lookup(key) == nil {
 			return nil, usageError{fmt.Errorf("--sweep: no flag named %q to sweep", key)}
 		}
 		if slices.Contains(simNoSweep, key) {
-			return nil, usageError{fmt.Errorf("--sweep: %s cannot be swept (sweep a setting: epsilon, cache-ram-mib, replicas, ...)", key)}
+			return nil, usageError{fmt.Errorf("--sweep: %s cannot be swept (sweep a setting: policy.epsilon, cache-ram-mib, replicas, ...)", key)}
 		}
 		for _, v := range strings.Split(vals, ",") {
 			if v = strings.TrimSpace(v); v == "" {
@@ -340,57 +358,34 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	return o, nil
 }
 
-// simRouterFlags are the routing keys of the router configuration as flags.
+// simRouterFlags are the routing keys of the router configuration that
+// belong to no policy, as flags (a policy's own settings go through --set).
 type simRouterFlags struct {
-	epsilon, charsPerToken, longCapFactor       *float64
-	unit                                        *string
-	vnodes, longPrompt, maxEntries              *int
-	cacheAware, placementMemory, longStickiness *bool
-	ttl                                         *time.Duration
+	charsPerToken             *float64
+	vnodes, maxEntries        *int
+	blockChars                *int
+	capacityTokens            *int64
+	ttl, prefixTTL, sigPeriod *time.Duration
 }
 
 func (r *simRouterFlags) define(fs *flag.FlagSet, d *config.Router) {
-	r.epsilon = fs.Float64("epsilon", d.Epsilon, "bounded, llm-aware: cap = (1 + epsilon) × average load (router key epsilon)")
-	r.unit = fs.String("bounded-load-unit", d.BoundedLoadUnit, "bounded: load unit, requests or tokens (router key bounded_load_unit)")
 	r.vnodes = fs.Int("virtual-nodes", d.VirtualNodes, "ring positions per replica (router key virtual_nodes)")
 	r.charsPerToken = fs.Float64("chars-per-token", d.CharsPerToken, "router's token estimate for unanswered text (router key chars_per_token)")
-	r.cacheAware = fs.Bool("cache-aware-load", d.LLMAware.CacheAwareLoad, "llm-aware: cache-aware token load (llm_aware.cache_aware_load)")
-	r.placementMemory = fs.Bool("placement-memory", d.LLMAware.PlacementMemory, "llm-aware: keep a conversation where it was last served (llm_aware.placement_memory)")
-	r.longStickiness = fs.Bool("long-stickiness", d.LLMAware.LongStickiness, "llm-aware: long cached conversations may stay up to long-cap-factor × average (llm_aware.long_stickiness)")
-	r.longPrompt = fs.Int("long-prompt-tokens", d.LLMAware.LongPromptTokens, "llm-aware: a conversation is long from this many prompt tokens (llm_aware.long_prompt_tokens)")
-	r.longCapFactor = fs.Float64("long-cap-factor", d.LLMAware.LongCapFactor, "llm-aware: long conversations' cap, × average load (llm_aware.long_cap_factor)")
 	r.maxEntries = fs.Int("placement-memory-max-entries", d.PlacementMemory.MaxEntries, "conversations remembered (placement_memory.max_entries)")
 	r.ttl = fs.Duration("placement-memory-ttl", d.PlacementMemory.TTL.D(), "forget a conversation unseen this long, model time (placement_memory.ttl)")
+	r.blockChars = fs.Int("prefix-block-chars", d.PrefixIndex.BlockChars, "prefix index block size in characters (prefix_index.block_chars)")
+	r.capacityTokens = fs.Int64("prefix-capacity-tokens", d.PrefixIndex.CapacityTokens, "prefix index capacity per replica, tokens (prefix_index.capacity_tokens)")
+	r.prefixTTL = fs.Duration("prefix-ttl", d.PrefixIndex.TTL.D(), "prefix index: forget a block unsent this long, model time (prefix_index.ttl)")
+	r.sigPeriod = fs.Duration("signals-interval", d.Signals.Interval.D(), "how often replicas' own signals are sampled, model time; 0: never (signals.interval)")
 }
 
 // apply sets the flags given on the command line (set) onto c.
 func (r *simRouterFlags) apply(set map[string]bool, c *config.Router) {
-	if set["epsilon"] {
-		c.Epsilon = *r.epsilon
-	}
-	if set["bounded-load-unit"] {
-		c.BoundedLoadUnit = *r.unit
-	}
 	if set["virtual-nodes"] {
 		c.VirtualNodes = *r.vnodes
 	}
 	if set["chars-per-token"] {
 		c.CharsPerToken = *r.charsPerToken
-	}
-	if set["cache-aware-load"] {
-		c.LLMAware.CacheAwareLoad = *r.cacheAware
-	}
-	if set["placement-memory"] {
-		c.LLMAware.PlacementMemory = *r.placementMemory
-	}
-	if set["long-stickiness"] {
-		c.LLMAware.LongStickiness = *r.longStickiness
-	}
-	if set["long-prompt-tokens"] {
-		c.LLMAware.LongPromptTokens = *r.longPrompt
-	}
-	if set["long-cap-factor"] {
-		c.LLMAware.LongCapFactor = *r.longCapFactor
 	}
 	if set["placement-memory-max-entries"] {
 		c.PlacementMemory.MaxEntries = *r.maxEntries
@@ -398,6 +393,54 @@ func (r *simRouterFlags) apply(set map[string]bool, c *config.Router) {
 	if set["placement-memory-ttl"] {
 		c.PlacementMemory.TTL = config.Duration(*r.ttl)
 	}
+	if set["prefix-block-chars"] {
+		c.PrefixIndex.BlockChars = *r.blockChars
+	}
+	if set["prefix-capacity-tokens"] {
+		c.PrefixIndex.CapacityTokens = *r.capacityTokens
+	}
+	if set["prefix-ttl"] {
+		c.PrefixIndex.TTL = config.Duration(*r.prefixTTL)
+	}
+	if set["signals-interval"] {
+		c.Signals.Interval = config.Duration(*r.sigPeriod)
+	}
+}
+
+// applySet applies one --set NAME.KEY=VALUE to c. NAME "policy" means every
+// policy of runs (variants count as their base) that has KEY.
+func applySet(c *config.Router, runs []string, kv string) error {
+	k, value, ok := strings.Cut(kv, "=")
+	name, key, ok2 := strings.Cut(k, ".")
+	if !ok || !ok2 || name == "" || key == "" {
+		return errors.New("want NAME.KEY=VALUE or policy.KEY=VALUE")
+	}
+	if name != "policy" {
+		return c.SetPolicySetting(name, key, value)
+	}
+	var bases, with []string
+	for _, run := range runs {
+		base, set, err := sim.Settings(run, c)
+		if err != nil || slices.Contains(bases, base) {
+			continue
+		}
+		bases = append(bases, base)
+		if slices.Contains(policy.SettingKeys(set), key) {
+			with = append(with, base)
+		}
+	}
+	if len(with) == 0 {
+		return fmt.Errorf("none of the policies (%s) has key %q", strings.Join(bases, ", "), key)
+	}
+	if value == "" {
+		return nil // a key check only (--sweep)
+	}
+	for _, base := range with {
+		if err := c.SetPolicySetting(base, key, value); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // simModelFlags defines the replica model flags of `llm-ring replica`

@@ -26,15 +26,18 @@ func TestSimFlagErrors(t *testing.T) {
 		{[]string{"--seed", "1", "--seeds", "2"}, "not both"},
 		{[]string{"--profile", "nope"}, `profile "nope"`},
 		{[]string{"--replicas", "0"}, "--replicas"},
-		{[]string{"--epsilon", "0"}, "epsilon: must be > 0"},
-		{[]string{"--bounded-load-unit", "bytes"}, "bounded_load_unit"},
+		{[]string{"--set", "bounded.epsilon=0"}, "--set bounded.epsilon=0: policies.bounded.epsilon: must be > 0"},
+		{[]string{"--set", "bounded.load_unit=bytes"}, "policies.bounded.load_unit"},
+		{[]string{"--set", "policy.nope=1"}, "none of the policies"},
+		{[]string{"--set", "epsilon=1"}, "want NAME.KEY=VALUE"},
+		{[]string{"--policies", "consistent", "--set", "policy.epsilon=0.5"}, "none of the policies (consistent) has key"},
 		{[]string{"--n-parallel", "0"}, "n_parallel"},
 		{[]string{"--concurrency", "1000"}, "concurrency"},
 		{[]string{"--scale-at", "-1"}, "--scale-at"},
-		{[]string{"--sweep", "epsilon"}, "want KEY=V1,V2"},
+		{[]string{"--sweep", "policy.epsilon"}, "want KEY=V1,V2"},
 		{[]string{"--sweep", "nope=1,2"}, `no flag named "nope"`},
 		{[]string{"--sweep", "seeds=1,2"}, "cannot be swept"},
-		{[]string{"--sweep", "epsilon=0.5,0.5"}, "given twice"},
+		{[]string{"--sweep", "policy.epsilon=0.5,0.5"}, "given twice"},
 		{[]string{"--config", "/nonexistent/router.yaml"}, "router.yaml"},
 	} {
 		var stderr bytes.Buffer
@@ -49,8 +52,8 @@ func TestSimFlagErrors(t *testing.T) {
 		}
 	}
 	// A sweep value the flag rejects names the key and the value.
-	err := cmdSim(context.Background(), []string{"--profile", "quick", "--out-dir", t.TempDir(), "--sweep", "epsilon=0.5,-1"}, &bytes.Buffer{}, &bytes.Buffer{})
-	if err == nil || !strings.Contains(err.Error(), "--sweep epsilon=-1") {
+	err := cmdSim(context.Background(), []string{"--profile", "quick", "--out-dir", t.TempDir(), "--sweep", "policy.epsilon=0.5,-1"}, &bytes.Buffer{}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "--sweep policy.epsilon=-1") {
 		t.Errorf("bad sweep value: error %v", err)
 	}
 }
@@ -85,21 +88,21 @@ func TestSimCommand(t *testing.T) {
 	sweep := t.TempDir()
 	stdout.Reset()
 	if err := cmdSim(context.Background(), []string{"--policies", "bounded", "llm-aware", "--profile", "quick",
-		"--seeds", "1,2", "--out-dir", sweep, "--sweep", "epsilon=0.1,1"}, &stdout, &stderr); err != nil {
+		"--seeds", "1,2", "--out-dir", sweep, "--sweep", "policy.epsilon=0.1,1"}, &stdout, &stderr); err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
-	for _, f := range []string{"sweep-epsilon.md", "sweep-epsilon.png", "epsilon=0.1/s2-bounded-sim.csv", "epsilon=1/summary.md"} {
+	for _, f := range []string{"sweep-policy.epsilon.md", "sweep-policy.epsilon.png", "policy.epsilon=0.1/s2-bounded-sim.csv", "policy.epsilon=1/summary.md"} {
 		if _, err := os.Stat(filepath.Join(sweep, f)); err != nil {
 			t.Errorf("missing %s: %v", f, err)
 		}
 	}
-	for _, want := range []string{"| epsilon | policy |", "| 0.1 | bounded | 2 |", "| 1 | llm-aware | 2 |"} {
+	for _, want := range []string{"| policy.epsilon | policy |", "| 0.1 | bounded | 2 |", "| 1 | llm-aware | 2 |"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("sweep table lacks %q:\n%s", want, stdout.String())
 		}
 	}
 	// The swept value reached the runs.
-	b, err := os.ReadFile(filepath.Join(sweep, "epsilon=0.1", "s1-bounded-sim.json"))
+	b, err := os.ReadFile(filepath.Join(sweep, "policy.epsilon=0.1", "s1-bounded-sim.json"))
 	if err != nil || !strings.Contains(string(b), `"epsilon": 0.1`) {
 		t.Errorf("epsilon=0.1 run JSON does not record epsilon 0.1: %v", err)
 	}

@@ -26,14 +26,18 @@ import (
 
 // Router is the router's configuration (config/router.yaml).
 type Router struct {
-	Listen          string          `json:"listen"`
-	Policy          string          `json:"policy"`
-	VirtualNodes    int             `json:"virtual_nodes"`
-	Epsilon         float64         `json:"epsilon"`
-	BoundedLoadUnit string          `json:"bounded_load_unit"`
-	LLMAware        LLMAware        `json:"llm_aware"`
-	PlacementMemory PlacementMemory `json:"placement_memory"`
-	CharsPerToken   float64         `json:"chars_per_token"`
+	Listen string `json:"listen"`
+	Policy string `json:"policy"`
+	// Policies holds each policy's settings, keyed by policy name; the keys
+	// are the policy's own (internal/policy's registry decodes and
+	// validates them). A policy not listed, and a key not given, take the
+	// policy's documented defaults.
+	Policies        map[string]json.RawMessage `json:"policies" cfg:"optional"`
+	VirtualNodes    int                        `json:"virtual_nodes"`
+	PlacementMemory PlacementMemory            `json:"placement_memory"`
+	PrefixIndex     PrefixIndex                `json:"prefix_index"`
+	Signals         Signals                    `json:"signals"`
+	CharsPerToken   float64                    `json:"chars_per_token"`
 	// DefaultMaxTokens is the expected output of a request that names none.
 	DefaultMaxTokens int             `json:"default_max_tokens"`
 	ConversationKey  ConversationKey `json:"conversation_key"`
@@ -43,14 +47,32 @@ type Router struct {
 	Discovery        Discovery       `json:"discovery"`
 }
 
-// LLMAware holds the llm-aware policy's three switchable additions.
-type LLMAware struct {
-	CacheAwareLoad   bool    `json:"cache_aware_load"`
-	PlacementMemory  bool    `json:"placement_memory"`
-	LongStickiness   bool    `json:"long_stickiness"`
-	LongPromptTokens int     `json:"long_prompt_tokens"`
-	LongCapFactor    float64 `json:"long_cap_factor"`
+// PrefixIndex sizes the approximate prefix index: per replica, the prompt
+// blocks it was sent, LRU-evicted at a capacity that approximates its cache.
+type PrefixIndex struct {
+	// BlockChars is the block size in characters (the router has no
+	// tokenizer).
+	BlockChars int `json:"block_chars"`
+	// CapacityTokens approximates one replica's prompt cache, in tokens.
+	CapacityTokens int64 `json:"capacity_tokens"`
+	// TTL forgets a block not sent for this long.
+	TTL Duration `json:"ttl"`
 }
+
+// Signals configures what replicas report about themselves (their
+// Prometheus /metrics, scraped on an interval).
+type Signals struct {
+	// Interval between scrapes of one replica; 0 disables scraping (the
+	// signals stay unknown).
+	Interval Duration `json:"interval"`
+	Timeout  Duration `json:"timeout"`
+	Path     string   `json:"path"`
+	// Engine names the metric preset: llamacpp, vllm or sglang.
+	Engine string `json:"engine"`
+}
+
+// SignalEngines are the metric presets signals.engine may name.
+var SignalEngines = []string{"llamacpp", "vllm", "sglang"}
 
 // PlacementMemory bounds the router's memory of where conversations were served.
 type PlacementMemory struct {
@@ -91,18 +113,49 @@ type Kubernetes struct {
 	Kubeconfig string `json:"kubeconfig"`
 }
 
-// PolicyParams returns the policy settings of c.
-func (c *Router) PolicyParams() policy.Params {
-	unit, _ := policy.ParseUnit(c.BoundedLoadUnit) // validated
-	return policy.Params{
-		Epsilon:          c.Epsilon,
-		Unit:             unit,
-		CacheAwareLoad:   c.LLMAware.CacheAwareLoad,
-		PlacementMemory:  c.LLMAware.PlacementMemory,
-		LongStickiness:   c.LLMAware.LongStickiness,
-		LongPromptTokens: c.LLMAware.LongPromptTokens,
-		LongCapFactor:    c.LLMAware.LongCapFactor,
+// PolicySettings returns the settings of the named policy: its defaults
+// with the keys of policies.<name> on top. Errors name the key.
+func (c *Router) PolicySettings(name string) (policy.Settings, error) {
+	sp, err := policy.Lookup(name)
+	if err != nil {
+		return nil, err
 	}
+	s, err := sp.Decode(nil, c.Policies[name])
+	if err != nil {
+		return nil, fmt.Errorf("policies.%s.%w", name, err)
+	}
+	return s, nil
+}
+
+// SetPolicySetting sets one key of a policy's settings (as `llm-ring sim
+// --set NAME.KEY=VALUE` does); value is JSON, or a bare string. The result
+// is validated; errors name the key.
+func (c *Router) SetPolicySetting(name, key, value string) error {
+	sp, err := policy.Lookup(name)
+	if err != nil {
+		return err
+	}
+	base, err := c.PolicySettings(name)
+	if err != nil {
+		return err
+	}
+	v := json.RawMessage(value)
+	if !json.Valid(v) {
+		v, _ = json.Marshal(value)
+	}
+	patch, _ := json.Marshal(map[string]json.RawMessage{key: v})
+	s, err := sp.Decode(base, patch)
+	if err != nil {
+		return fmt.Errorf("policies.%s.%w", name, err)
+	}
+	b, _ := json.Marshal(s)
+	pol := make(map[string]json.RawMessage, len(c.Policies)+1)
+	for k, raw := range c.Policies {
+		pol[k] = raw
+	}
+	pol[name] = b
+	c.Policies = pol
+	return nil
 }
 
 // StateConfig returns the routing-state settings of c.
@@ -112,11 +165,22 @@ func (c *Router) StateConfig() state.Config {
 		CharsPerToken: c.CharsPerToken,
 		MaxEntries:    c.PlacementMemory.MaxEntries,
 		TTL:           c.PlacementMemory.TTL.D(),
+		Prefix: state.PrefixConfig{
+			BlockChars:     c.PrefixIndex.BlockChars,
+			CapacityTokens: c.PrefixIndex.CapacityTokens,
+			TTL:            c.PrefixIndex.TTL.D(),
+		},
 	}
 }
 
 // NewPolicy returns the configured policy.
-func (c *Router) NewPolicy() (policy.Policy, error) { return policy.New(c.Policy, c.PolicyParams()) }
+func (c *Router) NewPolicy() (policy.Policy, error) {
+	s, err := c.PolicySettings(c.Policy)
+	if err != nil {
+		return nil, err
+	}
+	return policy.New(c.Policy, s)
+}
 
 // Duration is a time.Duration written as a Go duration string ("30s", "10m").
 type Duration time.Duration
@@ -311,10 +375,21 @@ func checkKeys(raw any, t reflect.Type, path string) error {
 	slices.Sort(keys)
 	for _, k := range keys {
 		if !known[k] {
+			if to, ok := movedKeys[join(path, k)]; ok && t == reflect.TypeOf(Router{}) {
+				return fmt.Errorf("%s: unknown key (moved to %s)", k, to)
+			}
 			return fmt.Errorf("%s: unknown key", join(path, k))
 		}
 	}
 	return nil
+}
+
+// movedKeys are the first round's policy keys and where they live now, so
+// that an old configuration file gets a useful error.
+var movedKeys = map[string]string{
+	"epsilon":           "policies.bounded.epsilon and policies.llm-aware.epsilon",
+	"bounded_load_unit": "policies.bounded.load_unit",
+	"llm_aware":         "policies.llm-aware",
 }
 
 func join(path, name string) string {
@@ -322,6 +397,63 @@ func join(path, name string) string {
 		return name
 	}
 	return path + "." + name
+}
+
+// ValidateRouting checks the keys that shape routing decisions, the ones the
+// simulator uses too (policy and its settings, ring, placement memory,
+// prefix index, token estimate). Errors name the key.
+func (c *Router) ValidateRouting() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	if _, err := policy.Lookup(c.Policy); err != nil {
+		bad("policy", "%v", err)
+	}
+	names := make([]string, 0, len(c.Policies))
+	for name := range c.Policies {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if _, err := policy.Lookup(name); err != nil {
+			bad("policies."+name, "%v", err)
+			continue
+		}
+		if _, err := c.PolicySettings(name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.VirtualNodes < 1 || c.VirtualNodes > 10000 {
+		bad("virtual_nodes", "must be between 1 and 10000, got %d", c.VirtualNodes)
+	}
+	if c.PlacementMemory.MaxEntries < 1 {
+		bad("placement_memory.max_entries", "must be ≥ 1, got %d", c.PlacementMemory.MaxEntries)
+	}
+	if c.PlacementMemory.TTL <= 0 {
+		bad("placement_memory.ttl", "must be > 0")
+	}
+	if p := c.PrefixIndex; p.BlockChars < 16 || p.BlockChars > 1<<20 {
+		bad("prefix_index.block_chars", "must be between 16 and 1048576, got %d", p.BlockChars)
+	}
+	if c.PrefixIndex.CapacityTokens < 1 {
+		bad("prefix_index.capacity_tokens", "must be ≥ 1, got %d", c.PrefixIndex.CapacityTokens)
+	}
+	if c.PrefixIndex.TTL <= 0 {
+		bad("prefix_index.ttl", "must be > 0")
+	}
+	if len(errs) == 0 {
+		if err := c.StateConfig().Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.Signals.Interval < 0 {
+		bad("signals.interval", "must not be negative (0 disables scraping)")
+	}
+	if !(c.CharsPerToken > 0) {
+		bad("chars_per_token", "must be > 0, got %g", c.CharsPerToken)
+	}
+	return errors.Join(errs...)
 }
 
 // Validate checks values and the keys the chosen modes need.
@@ -333,32 +465,17 @@ func (c *Router) Validate() error {
 	if c.Listen == "" {
 		bad("listen", "must not be empty")
 	}
-	if !slices.Contains(policy.Names(), c.Policy) {
-		bad("policy", "unknown policy %q (want one of %s)", c.Policy, strings.Join(policy.Names(), ", "))
-	}
-	if c.VirtualNodes < 1 || c.VirtualNodes > 10000 {
-		bad("virtual_nodes", "must be between 1 and 10000, got %d", c.VirtualNodes)
-	}
-	if c.Epsilon <= 0 || c.Epsilon > 100 {
-		bad("epsilon", "must be > 0 and ≤ 100, got %g", c.Epsilon)
-	}
-	if c.BoundedLoadUnit != "requests" && c.BoundedLoadUnit != "tokens" {
-		bad("bounded_load_unit", "must be requests or tokens, got %q", c.BoundedLoadUnit)
-	}
-	if c.LLMAware.LongPromptTokens < 1 {
-		bad("llm_aware.long_prompt_tokens", "must be ≥ 1, got %d", c.LLMAware.LongPromptTokens)
-	}
-	if c.LLMAware.LongCapFactor < 1 {
-		bad("llm_aware.long_cap_factor", "must be ≥ 1, got %g", c.LLMAware.LongCapFactor)
-	}
-	if c.PlacementMemory.MaxEntries < 1 {
-		bad("placement_memory.max_entries", "must be ≥ 1, got %d", c.PlacementMemory.MaxEntries)
-	}
-	if c.PlacementMemory.TTL <= 0 {
-		bad("placement_memory.ttl", "must be > 0")
-	}
-	if c.CharsPerToken <= 0 {
-		bad("chars_per_token", "must be > 0, got %g", c.CharsPerToken)
+	errs = append(errs, c.ValidateRouting())
+	if s := c.Signals; s.Interval > 0 {
+		if s.Timeout <= 0 {
+			bad("signals.timeout", "must be > 0")
+		}
+		if !strings.HasPrefix(s.Path, "/") {
+			bad("signals.path", "must start with /, got %q", s.Path)
+		}
+		if !slices.Contains(SignalEngines, s.Engine) {
+			bad("signals.engine", "must be one of %s, got %q", strings.Join(SignalEngines, ", "), s.Engine)
+		}
 	}
 	if c.DefaultMaxTokens < 1 {
 		bad("default_max_tokens", "must be ≥ 1, got %d", c.DefaultMaxTokens)

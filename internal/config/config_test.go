@@ -4,6 +4,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/llm-ring/llm-ring/internal/policy"
 )
 
 func example(t *testing.T) string {
@@ -25,26 +27,36 @@ func TestErrorsNameTheKey(t *testing.T) {
 		want string
 	}{
 		// A missing top-level key.
-		{"missing epsilon", func(s string) string { return strings.Replace(s, "epsilon: 0.25", "", 1) }, "epsilon: missing"},
+		{"missing virtual_nodes", func(s string) string { return strings.Replace(s, "virtual_nodes: 160", "", 1) }, "virtual_nodes: missing"},
 		// A missing nested key.
-		{"missing long_cap_factor", func(s string) string { return strings.Replace(s, "  long_cap_factor: 2.0\n", "", 1) }, "llm_aware.long_cap_factor: missing"},
+		{"missing ttl", func(s string) string { return strings.Replace(s, "  ttl: 30m                   # forget", "  # forget", 1) }, "placement_memory.ttl: missing"},
+		// A key of the first round's layout, moved under policies.
+		{"old epsilon key", func(s string) string { return s + "epsilon: 0.3\n" }, "epsilon: unknown key (moved to policies.bounded.epsilon and policies.llm-aware.epsilon)"},
+		// An unknown policy setting names the policy and lists its keys.
+		{"unknown policy key", func(s string) string {
+			return strings.Replace(s, "    load_unit: requests", "    load_unit: requests\n    epsilonn: 2", 1)
+		}, "policies.bounded.epsilonn: unknown key (bounded has epsilon, load_unit)"},
+		// Settings for a policy that does not exist.
+		{"unknown policy section", func(s string) string { return strings.Replace(s, "policies:", "policies:\n  random: {}", 1) }, "policies.random: unknown policy"},
 		// An unknown key, even a plausible one.
 		{"unknown key", func(s string) string { return s + "admin_token: x\n" }, "admin_token: unknown key"},
 		{"unknown nested key", func(s string) string {
 			return strings.Replace(s, "  max_attempts: 3", "  max_attempts: 3\n  retries: 2", 1)
 		}, "upstream.retries: unknown key"},
 		// Wrong types.
-		{"epsilon not a number", func(s string) string { return strings.Replace(s, "epsilon: 0.25", "epsilon: lots", 1) }, "epsilon"},
+		{"epsilon not a number", func(s string) string { return strings.Replace(s, "epsilon: 0.25", "epsilon: lots", 1) }, "policies.bounded.epsilon: must be a number"},
 		{"bool as string", func(s string) string {
 			return strings.Replace(s, "cache_aware_load: true", "cache_aware_load: maybe", 1)
-		}, "llm_aware.cache_aware_load"},
+		}, "policies.llm-aware.cache_aware_load: must be true or false"},
 		{"bad duration", func(s string) string { return strings.Replace(s, "ttl: 30m", "ttl: forever", 1) }, "ttl"},
 		// Invalid values.
 		{"unknown policy", func(s string) string { return strings.Replace(s, "policy: llm-aware", "policy: random", 1) }, "policy: unknown policy \"random\""},
-		{"epsilon zero", func(s string) string { return strings.Replace(s, "epsilon: 0.25", "epsilon: 0", 1) }, "epsilon: must be > 0"},
+		{"epsilon zero", func(s string) string { return strings.Replace(s, "epsilon: 0.25", "epsilon: 0", 1) }, "policies.bounded.epsilon: must be > 0"},
 		{"bad unit", func(s string) string {
-			return strings.Replace(s, "bounded_load_unit: requests", "bounded_load_unit: bytes", 1)
-		}, "bounded_load_unit"},
+			return strings.Replace(s, "load_unit: requests", "load_unit: bytes", 1)
+		}, "policies.bounded.load_unit"},
+		{"prefix block too small", func(s string) string { return strings.Replace(s, "block_chars: 256", "block_chars: 4", 1) }, "prefix_index.block_chars"},
+		{"bad signals engine", func(s string) string { return strings.Replace(s, "engine: llamacpp", "engine: tgi", 1) }, "signals.engine"},
 		{"bad replica url", func(s string) string { return strings.Replace(s, `"http://127.0.0.1:8081"`, `"127.0.0.1:8081"`, 1) }, "discovery.static[0].url"},
 		{"duplicate replica", func(s string) string { return strings.Replace(s, "name: llm-1", "name: llm-0", 1) }, "discovery.static[1].name: duplicate"},
 		{"bad mode", func(s string) string { return strings.Replace(s, "mode: static", "mode: consul", 1) }, "discovery.mode"},
@@ -83,14 +95,39 @@ func TestKubernetesMode(t *testing.T) {
 	}
 }
 
-func TestPolicyParams(t *testing.T) {
+// TestPolicySettings: each policy's section is decoded by its registry row;
+// a key not given keeps the policy's default; a policy not listed takes its
+// defaults; --set changes one key and validates it.
+func TestPolicySettings(t *testing.T) {
 	c, err := Parse([]byte(example(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := c.PolicyParams()
-	if p.Epsilon != 0.25 || !p.CacheAwareLoad || p.LongPromptTokens != 800 || p.LongCapFactor != 2 {
-		t.Errorf("params = %+v", p)
+	s, err := c.PolicySettings("llm-aware")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := s.(*policy.LLMAware); a.Epsilon != 0.25 || !a.CacheAwareLoad || a.LongPromptTokens != 800 || a.LongCapFactor != 2 {
+		t.Errorf("llm-aware settings = %+v", a)
+	}
+	partial, err := Parse([]byte(strings.Replace(example(t), "    long_cap_factor: 2.0\n", "", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := partial.PolicySettings("llm-aware"); s.(*policy.LLMAware).LongCapFactor != 2 {
+		t.Errorf("a key left out does not take its default: %+v", s)
+	}
+	if err := c.SetPolicySetting("bounded", "load_unit", "tokens"); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := c.PolicySettings("bounded"); s.(*policy.Bounded).Unit != policy.Tokens || s.(*policy.Bounded).Epsilon != 0.25 {
+		t.Errorf("after --set bounded.load_unit=tokens: %+v", s)
+	}
+	if err := c.SetPolicySetting("llm-aware", "epsilon", "-1"); err == nil || !strings.Contains(err.Error(), "policies.llm-aware.epsilon: must be > 0") {
+		t.Errorf("--set llm-aware.epsilon=-1: err = %v", err)
+	}
+	if err := c.SetPolicySetting("consistent", "epsilon", "1"); err == nil || !strings.Contains(err.Error(), "consistent takes no settings") {
+		t.Errorf("--set consistent.epsilon=1: err = %v", err)
 	}
 	if s := c.StateConfig(); s.VirtualNodes != 160 || s.MaxEntries != 1000000 || s.TTL.Minutes() != 30 {
 		t.Errorf("state config = %+v", s)

@@ -1,8 +1,10 @@
 package policy
 
 import (
+	"fmt"
 	"math"
 	"math/bits"
+	"strings"
 )
 
 // Bounded is consistent hashing with bounded loads (Mirrokni, Thorup,
@@ -20,15 +22,39 @@ import (
 // load + cost ≤ cap. A replica with nothing in flight always fits, so a lone
 // request is never redirected. If none fits, the least loaded replica takes
 // the request (reason least-loaded).
+//
+// Its settings (config key policies.bounded) are the struct itself.
 type Bounded struct {
-	Epsilon float64
-	Unit    Unit
+	// Epsilon: cap = (1+ε) × average load. Default 0.25.
+	Epsilon float64 `json:"epsilon"`
+	// Unit: what a request costs, requests (1 each) or tokens (prompt +
+	// output). Default requests, as in the paper.
+	Unit Unit `json:"load_unit"`
 }
 
 var _ Policy = (*Bounded)(nil)
 
+// Reason codes of the bounded walk (Home is consistent's).
+const (
+	// Overflow: the preferred replica was over the cap; the next replica
+	// clockwise on the ring within the cap took the request.
+	Overflow Reason = "overflow"
+	// LeastLoaded: no replica was within the cap; the least loaded one took it.
+	LeastLoaded Reason = "least-loaded"
+)
+
 // Name implements Policy.
 func (*Bounded) Name() string { return "bounded" }
+
+// Validate implements Settings.
+func (b *Bounded) Validate() error { return validEpsilon(b.Epsilon) }
+
+func validEpsilon(eps float64) error {
+	if !(eps > 0 && eps <= 100) {
+		return fmt.Errorf("epsilon: must be > 0 and ≤ 100, got %g", eps)
+	}
+	return nil
+}
 
 // Pick implements Policy.
 func (b *Bounded) Pick(req *Request, v *View) Decision {
@@ -39,6 +65,11 @@ func (b *Bounded) Pick(req *Request, v *View) Decision {
 	home := v.ringHome(req.Hash)
 	var d Decision
 	d.Trace.begin("bounded", req, v)
+	d.Trace.Head = "bounded (request mode)"
+	if b.Unit == Tokens {
+		d.Trace.Head = "bounded (token mode)"
+	}
+	d.Trace.Explain = explainBounded
 	boundedPick(req, v, &boundSpec{
 		unit: b.Unit, eps: b.Epsilon, home: home, preferred: home,
 		cacheAt: -1, cost: cost,
@@ -72,10 +103,12 @@ func (s *boundSpec) costAt(r int) int64 {
 
 func (s *boundSpec) load(v *View, r int) int64 {
 	if s.unit == Tokens {
-		return v.Loads[r].Tokens
+		return v.Rows[r].Load.Tokens
 	}
-	return v.Loads[r].Requests
+	return v.Rows[r].Load.Requests
 }
+
+func explainBounded(d *Decision, b *strings.Builder) { d.Trace.writeBounded(b, d, false) }
 
 // walkBeforeScan is how many ring candidates are checked before one pass
 // over all replicas decides whether any of them can fit at all.
@@ -184,11 +217,11 @@ func boundedPick(req *Request, v *View, s *boundSpec, d *Decision) {
 // candidate), and whether any of those could take the request within its cap.
 func (s *boundSpec) scan(v *View, sum int64, n int) (best int, possible bool) {
 	best, bestLoad := -1, int64(math.MaxInt64)
-	for r := range v.Loads {
+	for r := range v.Rows {
 		if r == s.preferred || v.Excluded(r) {
 			continue
 		}
-		l := v.Loads[r]
+		l := v.Rows[r].Load
 		possible = possible || l.Requests == 0
 		x := l.Requests
 		if s.unit == Tokens {
@@ -222,7 +255,7 @@ func (s *boundSpec) capFor(sum, cost int64, n int) float64 {
 // A replica with nothing in flight always fits.
 func (s *boundSpec) fits(v *View, t *Trace, r int, limit float64, long bool) bool {
 	l, c := s.load(v, r), s.costAt(r)
-	idle := v.Loads[r].Requests == 0
+	idle := v.Rows[r].Load.Requests == 0
 	ok := idle || float64(l+c) <= limit
 	t.addCheck(Check{Replica: int32(r), Load: l, Cost: c, Limit: limit, Idle: idle, Fit: ok, Long: long})
 	return ok
@@ -233,4 +266,44 @@ func pick(cond bool, a, b Reason) Reason {
 		return a
 	}
 	return b
+}
+
+// Unit is the unit of load of the bounded policies.
+type Unit uint8
+
+// Load units.
+const (
+	Requests Unit = iota // each request costs 1
+	Tokens               // each request costs its tokens of work
+)
+
+func (u Unit) String() string {
+	if u == Tokens {
+		return "tokens"
+	}
+	return "requests"
+}
+
+// ParseUnit parses "requests" or "tokens".
+func ParseUnit(s string) (Unit, error) {
+	switch s {
+	case "requests":
+		return Requests, nil
+	case "tokens":
+		return Tokens, nil
+	}
+	return 0, fmt.Errorf("unknown load unit %q (want requests or tokens)", s)
+}
+
+// MarshalText writes the unit's name (settings are JSON).
+func (u Unit) MarshalText() ([]byte, error) { return []byte(u.String()), nil }
+
+// UnmarshalText parses a unit's name.
+func (u *Unit) UnmarshalText(b []byte) error {
+	v, err := ParseUnit(string(b))
+	if err != nil {
+		return err
+	}
+	*u = v
+	return nil
 }

@@ -1,5 +1,10 @@
 package policy
 
+import (
+	"fmt"
+	"strings"
+)
+
 // Consistent sends each conversation to its ring home: the replica owning
 // the first virtual node clockwise from hash(key). Adding a replica moves
 // only about 1/N of the keys, but the policy is blind to load. On failover
@@ -7,6 +12,10 @@ package policy
 type Consistent struct{}
 
 var _ Policy = Consistent{}
+
+// Home: the key's ring home (consistent), or the home was within the cap
+// (bounded, llm-aware).
+const Home Reason = "home"
 
 // Name implements Policy.
 func (Consistent) Name() string { return "consistent" }
@@ -17,5 +26,11 @@ func (Consistent) Pick(req *Request, v *View) Decision {
 	d := Decision{Replica: home, Reason: Home, Charge: wholeCost(req)}
 	d.Trace.begin("consistent", req, v)
 	d.Trace.Home = home
+	d.Trace.Explain = explainConsistent
 	return d
+}
+
+func explainConsistent(d *Decision, b *strings.Builder) {
+	t := &d.Trace
+	fmt.Fprintf(b, "\n  hash=%016x → ring home %s", t.Hash, t.name(t.Home))
 }

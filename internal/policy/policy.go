@@ -1,10 +1,17 @@
-// Package policy holds llm-ring's five routing policies. A policy is pure:
+// Package policy holds llm-ring's routing policies. A policy is pure:
 // Pick(request, view) → Decision, with no clock, I/O, globals, goroutines or
 // map iteration. The live router and the discrete-event simulator call the
 // very same Pick; everything a policy needs arrives as arguments.
 //
-// Every decision carries a reason code and a Trace: the numbers and steps
-// that produced it, rendered by Trace.String as in the original study:
+// The view has one row per replica: its in-flight load (router side), the
+// tokens of this request's prompt believed cached there (Match, from the
+// routing state's indexers: placement memory and the prefix index), and
+// what the replica itself reports (running, waiting, KV-cache use).
+//
+// A policy is one file plus one registry row (registry.go): the row names
+// the policy, gives its settings with their documented defaults and
+// validation, its constructor and its reason codes. Every decision carries
+// a reason code and a Trace whose text the policy itself writes:
 //
 //	bounded (token mode) → llm-2 (overflow)
 //	  load (tokens): llm-0=2400 llm-1=900 llm-2=900; with this request total=5108, cap=2128.3
@@ -13,8 +20,8 @@
 package policy
 
 import (
-	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/llm-ring/llm-ring/internal/ring"
@@ -26,7 +33,7 @@ type Policy interface {
 	Name() string
 	// Pick chooses a replica. It must not modify req or v (except v.Visited,
 	// which is scratch space), must not allocate, and must be deterministic.
-	// v has at least one replica.
+	// v has at least one replica that is not excluded.
 	Pick(req *Request, v *View) Decision
 }
 
@@ -34,6 +41,7 @@ type Policy interface {
 type Request struct {
 	Hash         uint64 // hash of the conversation key (ring.HashString)
 	PromptTokens int    // whole prompt, tokens (estimated or learned)
+	PromptChars  int    // whole prompt, characters as rendered for the replica
 	OutputTokens int    // expected output tokens (max_tokens, or the configured default)
 	Seq          uint64 // the driver's request sequence number (round-robin)
 	// Last is the replica index where the conversation was last served, or -1
@@ -42,45 +50,76 @@ type Request struct {
 	// CachedTokens is how many of this conversation's tokens Last is believed
 	// to hold in its prompt cache (previous prompt plus answer); 0 if unknown.
 	CachedTokens int
+	// FirstUser is the text of the first user message (chat) or the start of
+	// the raw prompt: policies that key on a prompt prefix hash a part of it
+	// (without copying it).
+	FirstUser string
 }
 
-// Load is one replica's in-flight load.
+// Load is one replica's in-flight load, as counted by the router.
 type Load struct {
 	Requests int64 // requests in flight
 	Tokens   int64 // token load in flight: the sum of the charges of its requests
 }
 
+// Reported is what a replica last said about itself (its /metrics in the
+// live router, the replica model's state in the simulator), sampled on an
+// interval. A signal the replica does not report, or whose last scrape
+// failed, is unknown: its Has flag is false (unknown is not zero).
+type Reported struct {
+	Running, Waiting float64 // requests in the running batch / queued
+	KVUse            float64 // KV-cache use, 0..1
+	HasQueue         bool    // Running and Waiting are known
+	HasKV            bool    // KVUse is known
+	At               int64   // when it was sampled, on the driver's clock (ns)
+}
+
+// Row is what a policy sees of one replica.
+type Row struct {
+	Load Load
+	// Match is how many tokens of this request's prompt the routing state
+	// believes cached on the replica: the best of placement memory (this
+	// conversation's last turn there) and the prefix index (blocks of this
+	// prompt sent there by any conversation). 0: nothing known.
+	Match    int
+	Reported Reported
+}
+
 // View is the state a pick reads: an immutable snapshot of the replica set
-// and ring, and the in-flight loads at the moment of the pick.
+// and ring, and one row per replica at the moment of the pick.
 type View struct {
 	Names []string   // replica names, sorted; a replica is its index here
 	Ring  *ring.Ring // built from Names
-	Loads []Load     // indexed like Names
-	Total Load       // the sum of Loads (the driver keeps it up to date)
+	Rows  []Row      // indexed like Names
+	Total Load       // the sum of the rows' loads (the driver keeps it up to date)
+	Now   int64      // the driver's clock (ns): the age of a report is Now − Reported.At
 	// Visited is scratch space for ring walks: at least (len(Names)+63)/64
 	// words when len(Names) > 256 (smaller sets use the stack). Policies may
 	// overwrite it.
 	Visited []uint64
 	// Exclude, when not empty, is a bitset of replicas that must not be
-	// picked (they failed for this request: failover). At least one replica
-	// is not excluded.
+	// picked (they failed for this request, or their health checks fail).
+	// At least one replica is not excluded.
 	Exclude []uint64
 }
 
-// NewView returns a view of names, their ring and loads, with Total and
-// scratch space filled in.
+// NewView returns a view of names, their ring and loads (Match and
+// Reported empty), with Total and scratch space filled in.
 func NewView(names []string, r *ring.Ring, loads []Load) *View {
-	v := &View{Names: names, Ring: r, Loads: loads, Visited: make([]uint64, (len(names)+63)/64)}
+	v := &View{Names: names, Ring: r, Rows: make([]Row, len(loads)), Visited: make([]uint64, (len(names)+63)/64)}
+	for i, l := range loads {
+		v.Rows[i].Load = l
+	}
 	v.Recount()
 	return v
 }
 
-// Recount recomputes Total from Loads.
+// Recount recomputes Total from the rows.
 func (v *View) Recount() {
 	v.Total = Load{}
-	for _, l := range v.Loads {
-		v.Total.Requests += l.Requests
-		v.Total.Tokens += l.Tokens
+	for i := range v.Rows {
+		v.Total.Requests += v.Rows[i].Load.Requests
+		v.Total.Tokens += v.Rows[i].Load.Tokens
 	}
 }
 
@@ -112,69 +151,25 @@ func (v *View) ringHome(h uint64) int {
 	return v.firstAllowed(0)
 }
 
-// Reason says why a replica was chosen.
-type Reason uint8
+// leastRequests returns the replica with the fewest requests in flight
+// among those not excluded; ties go to the lower index (name order).
+func (v *View) leastRequests() int {
+	best := -1
+	for r := range v.Rows {
+		if !v.Excluded(r) && (best < 0 || v.Rows[r].Load.Requests < v.Rows[best].Load.Requests) {
+			best = r
+		}
+	}
+	return best
+}
 
-// Reason codes. Each names the rule that chose the replica.
-const (
-	// Rotate: round-robin's turn.
-	Rotate Reason = iota + 1
-	// Hash: mod-n's hash(key) mod N.
-	Hash
-	// Home: the key's ring home (consistent), or the home was within the cap
-	// (bounded, llm-aware).
-	Home
-	// Overflow: the preferred replica was over the cap; the next replica
-	// clockwise on the ring within the cap took the request.
-	Overflow
-	// Sticky: llm-aware kept the conversation where it was last served (its
-	// cache), away from its ring home, within the cap.
-	Sticky
-	// HomeLong: the ring home (which holds the cache) was over the normal
-	// cap but within the long-conversation cap.
-	HomeLong
-	// StickyLong: like Sticky, within the long-conversation cap only.
-	StickyLong
-	// LeastLoaded: no replica was within the cap; the least loaded one took it.
-	LeastLoaded
-)
-
-var reasonNames = [...]string{"", "rotate", "hash", "home", "overflow", "sticky", "home-long", "sticky-long", "least-loaded"}
+// Reason says why a replica was chosen: a short code owned by the policy
+// that produced it (each registry row lists its policy's codes, so the
+// label set of the metrics is bounded).
+type Reason string
 
 // String returns the reason code as logged and exported.
-func (r Reason) String() string {
-	if int(r) < len(reasonNames) {
-		return reasonNames[r]
-	}
-	return fmt.Sprintf("reason(%d)", r)
-}
-
-// Unit is the unit of load of the bounded policies.
-type Unit uint8
-
-// Load units.
-const (
-	Requests Unit = iota // each request costs 1
-	Tokens               // each request costs its tokens of work
-)
-
-func (u Unit) String() string {
-	if u == Tokens {
-		return "tokens"
-	}
-	return "requests"
-}
-
-// ParseUnit parses "requests" or "tokens".
-func ParseUnit(s string) (Unit, error) {
-	switch s {
-	case "requests":
-		return Requests, nil
-	case "tokens":
-		return Tokens, nil
-	}
-	return 0, fmt.Errorf("unknown load unit %q (want requests or tokens)", s)
-}
+func (r Reason) String() string { return string(r) }
 
 // Decision is a policy's answer.
 type Decision struct {
@@ -187,73 +182,24 @@ type Decision struct {
 	Trace  Trace
 }
 
-// Params configures the policies; each policy reads the fields it needs.
-type Params struct {
-	Epsilon float64 // bounded, llm-aware: cap = (1+Epsilon) × average load
-	Unit    Unit    // bounded: load unit
-	// llm-aware additions, each switchable for ablations.
-	CacheAwareLoad   bool
-	PlacementMemory  bool
-	LongStickiness   bool
-	LongPromptTokens int     // a conversation is long from this many prompt tokens
-	LongCapFactor    float64 // long cached conversations may stay up to this × average load
-}
+// wholeCost is a request's whole work: its prompt and its output.
+func wholeCost(req *Request) int64 { return int64(req.PromptTokens) + int64(req.OutputTokens) }
 
-// entry is one registry row.
-type entry struct {
-	name string
-	make func(Params) Policy
-}
-
-// registry is the one list of policies, in their canonical order. It is
-// never modified.
-var registry = [...]entry{
-	{"round-robin", func(Params) Policy { return RoundRobin{} }},
-	{"mod-n", func(Params) Policy { return ModN{} }},
-	{"consistent", func(Params) Policy { return Consistent{} }},
-	{"bounded", func(p Params) Policy { return &Bounded{Epsilon: p.Epsilon, Unit: p.Unit} }},
-	{"llm-aware", func(p Params) Policy { return NewLLMAware(p) }},
-}
-
-// Names lists the policy names in canonical order.
-func Names() []string {
-	out := make([]string, len(registry))
-	for i, e := range registry {
-		out[i] = e.name
+// Format renders the decision as the multi-line text of its trace: a head
+// "policy → replica (reason)" and the lines the policy writes.
+func (d *Decision) Format() string {
+	var b strings.Builder
+	t := &d.Trace
+	head := t.Head
+	if head == "" {
+		head = t.Policy
 	}
-	return out
+	fmt.Fprintf(&b, "%s → %s (%s)", head, t.name(d.Replica), d.Reason)
+	if t.Explain != nil {
+		t.Explain(d, &b)
+	}
+	return b.String()
 }
 
-// ErrUnknownPolicy is returned by New for a name not in the registry.
-var ErrUnknownPolicy = errors.New("unknown policy")
-
-// New returns the named policy configured with p.
-func New(name string, p Params) (Policy, error) {
-	for _, e := range registry {
-		if e.name == name {
-			if err := p.validate(name); err != nil {
-				return nil, err
-			}
-			return e.make(p), nil
-		}
-	}
-	return nil, fmt.Errorf("%w %q (want one of %s)", ErrUnknownPolicy, name, strings.Join(Names(), ", "))
-}
-
-func (p Params) validate(name string) error {
-	if name != "bounded" && name != "llm-aware" {
-		return nil
-	}
-	if !(p.Epsilon > 0) {
-		return fmt.Errorf("%s: epsilon must be > 0, got %g", name, p.Epsilon)
-	}
-	if name == "llm-aware" && p.LongStickiness {
-		if p.LongCapFactor < 1 {
-			return fmt.Errorf("llm-aware: long_cap_factor must be ≥ 1, got %g", p.LongCapFactor)
-		}
-		if p.LongPromptTokens < 1 {
-			return fmt.Errorf("llm-aware: long_prompt_tokens must be ≥ 1, got %d", p.LongPromptTokens)
-		}
-	}
-	return nil
-}
+// finite reports whether x is a usable number (not NaN or ±Inf).
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

@@ -33,9 +33,21 @@ func seedView() *View {
 		[]Load{{Requests: 6, Tokens: 2400}, {Requests: 2, Tokens: 900}, {Requests: 2, Tokens: 900}})
 }
 
-func seedParams() Params {
-	return Params{Epsilon: 0.25, Unit: Tokens, CacheAwareLoad: true, PlacementMemory: true,
+func seedParams() *LLMAware {
+	return &LLMAware{Epsilon: 0.25, CacheAwareLoad: true, PlacementMemory: true,
 		LongStickiness: true, LongPromptTokens: 800, LongCapFactor: 2.0}
+}
+
+// seedSettings returns the study's settings for the named policy: the
+// seed's llm-aware settings, bounded in tokens, nothing for the others.
+func seedSettings(name string) Settings {
+	switch name {
+	case "llm-aware":
+		return seedParams()
+	case "bounded":
+		return &Bounded{Epsilon: 0.25, Unit: Tokens}
+	}
+	return nil
 }
 
 // TestSeedTraceLLMAware reproduces the study's llm-aware trace with its
@@ -66,7 +78,7 @@ func TestSeedTraceLLMAware(t *testing.T) {
 // TestSeedTraceBoundedTokens reproduces the study's bounded (token mode)
 // trace: the same situation, the whole history charged everywhere.
 func TestSeedTraceBoundedTokens(t *testing.T) {
-	p, err := New("bounded", Params{Epsilon: 0.25, Unit: Tokens})
+	p, err := New("bounded", &Bounded{Epsilon: 0.25, Unit: Tokens})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,59 +98,59 @@ func TestSeedTraceBoundedTokens(t *testing.T) {
 
 func TestReasons(t *testing.T) {
 	all := seedParams()
-	noMemory := all
+	noMemory := *all
 	noMemory.PlacementMemory = false
-	noLong := all
+	noLong := *all
 	noLong.LongStickiness = false
-	noCache := all
+	noCache := *all
 	noCache.CacheAwareLoad = false
-	idle := func(v *View) { v.Loads[0] = Load{} }
-	light := func(v *View) { v.Loads[0] = Load{Requests: 1, Tokens: 100} }
-	busy1 := func(v *View) { v.Loads[1] = Load{Requests: 9, Tokens: 5000} }
+	idle := func(v *View) { v.Rows[0].Load = Load{} }
+	light := func(v *View) { v.Rows[0].Load = Load{Requests: 1, Tokens: 100} }
+	busy1 := func(v *View) { v.Rows[1].Load = Load{Requests: 9, Tokens: 5000} }
 	allBusy := func(v *View) {
-		v.Loads[0] = Load{Requests: 9, Tokens: 9000}
-		v.Loads[1] = Load{Requests: 9, Tokens: 9000}
-		v.Loads[2] = Load{Requests: 9, Tokens: 9000}
+		v.Rows[0].Load = Load{Requests: 9, Tokens: 9000}
+		v.Rows[1].Load = Load{Requests: 9, Tokens: 9000}
+		v.Rows[2].Load = Load{Requests: 9, Tokens: 9000}
 	}
 	tests := []struct {
 		name   string
 		policy string
-		params Params
+		params Settings
 		req    Request
 		setup  func(*View)
 		want   string // replica name
 		reason Reason
 	}{
 		// Rotation: request 4 of 3 replicas goes to index 1.
-		{"round-robin rotates", "round-robin", all, Request{Seq: 4, Last: -1}, nil, "llm-1", Rotate},
+		{"round-robin rotates", "round-robin", nil, Request{Seq: 4, Last: -1}, nil, "llm-1", Rotate},
 		// mod-n: hash 5 mod 3 = 2.
-		{"mod-n hashes", "mod-n", all, Request{Hash: 5, Last: -1}, nil, "llm-2", Hash},
+		{"mod-n hashes", "mod-n", nil, Request{Hash: 5, Last: -1}, nil, "llm-2", Hash},
 		// consistent ignores load: key 5's home is llm-0 however busy.
-		{"consistent goes home", "consistent", all, Request{Hash: 5, Last: -1}, allBusy, "llm-0", Home},
+		{"consistent goes home", "consistent", nil, Request{Hash: 5, Last: -1}, allBusy, "llm-0", Home},
 		// Requests mode: loads 6,2,2 + 1 → total 11, cap ⌈1.25·11/3⌉ = 5; llm-0 has 6 → skip; llm-2 fits.
-		{"bounded requests overflows", "bounded", Params{Epsilon: 0.25}, Request{Hash: 5, Last: -1}, nil, "llm-2", Overflow},
+		{"bounded requests overflows", "bounded", &Bounded{Epsilon: 0.25}, Request{Hash: 5, Last: -1}, nil, "llm-2", Overflow},
 		// An idle home always fits, even when the request alone exceeds the cap.
-		{"bounded idle home fits", "bounded", Params{Epsilon: 0.25, Unit: Tokens}, Request{Hash: 5, PromptTokens: 100000, Last: -1}, idle, "llm-0", Home},
+		{"bounded idle home fits", "bounded", &Bounded{Epsilon: 0.25, Unit: Tokens}, Request{Hash: 5, PromptTokens: 100000, Last: -1}, idle, "llm-0", Home},
 		// Light home: 100+908 ≤ (1.25·(1900+908)/3=1170) → home.
-		{"bounded home within cap", "bounded", Params{Epsilon: 0.25, Unit: Tokens}, Request{Hash: 5, PromptTokens: 860, OutputTokens: 48, Last: -1}, light, "llm-0", Home},
+		{"bounded home within cap", "bounded", &Bounded{Epsilon: 0.25, Unit: Tokens}, Request{Hash: 5, PromptTokens: 860, OutputTokens: 48, Last: -1}, light, "llm-0", Home},
 		// Everyone far above the cap and busy: least loaded.
-		{"bounded least loaded", "bounded", Params{Epsilon: 0.01, Unit: Tokens}, Request{Hash: 5, PromptTokens: 20000, Last: -1}, allBusy, "llm-0", LeastLoaded},
+		{"bounded least loaded", "bounded", &Bounded{Epsilon: 0.01, Unit: Tokens}, Request{Hash: 5, PromptTokens: 20000, Last: -1}, allBusy, "llm-0", LeastLoaded},
 		// Placement memory: last served on llm-1 (not home), light enough → sticky.
 		{"llm-aware sticky", "llm-aware", all, Request{Hash: 5, PromptTokens: 500, OutputTokens: 48, Last: 1, CachedTokens: 450}, nil, "llm-1", Sticky},
 		// Same, but memory off: preferred is home llm-0 (2400+548 > cap) → walk: llm-2 fits → overflow.
-		{"llm-aware memory off goes home first", "llm-aware", noMemory, Request{Hash: 5, PromptTokens: 500, OutputTokens: 48, Last: 1, CachedTokens: 450}, nil, "llm-2", Overflow},
+		{"llm-aware memory off goes home first", "llm-aware", &noMemory, Request{Hash: 5, PromptTokens: 500, OutputTokens: 48, Last: 1, CachedTokens: 450}, nil, "llm-2", Overflow},
 		// Long conversation on busy llm-0 with its cache: home-long (the study's case).
 		{"llm-aware home-long", "llm-aware", all, Request{Hash: 5, PromptTokens: 860, OutputTokens: 48, Last: 0, CachedTokens: 820}, nil, "llm-0", HomeLong},
 		// Long stickiness off: llm-0 over the normal cap → walk → llm-2, checked against the cap
 		// with its own (whole-prompt) cost: 900+908 ≤ 1.25·(4200+908)/3 = 2128.3.
-		{"llm-aware long off", "llm-aware", noLong, Request{Hash: 5, PromptTokens: 860, OutputTokens: 48, Last: 0, CachedTokens: 820}, nil, "llm-2", Overflow},
+		{"llm-aware long off", "llm-aware", &noLong, Request{Hash: 5, PromptTokens: 860, OutputTokens: 48, Last: 0, CachedTokens: 820}, nil, "llm-2", Overflow},
 		// Sticky and long: last on llm-1, which is busy above the normal cap but within 2× avg.
-		{"llm-aware sticky-long", "llm-aware", all, Request{Hash: 5, PromptTokens: 900, OutputTokens: 48, Last: 1, CachedTokens: 850}, func(v *View) { v.Loads[1] = Load{Requests: 5, Tokens: 2300} }, "llm-1", StickyLong},
+		{"llm-aware sticky-long", "llm-aware", all, Request{Hash: 5, PromptTokens: 900, OutputTokens: 48, Last: 1, CachedTokens: 850}, func(v *View) { v.Rows[1].Load = Load{Requests: 5, Tokens: 2300} }, "llm-1", StickyLong},
 		// Sticky replica full beyond the long cap: the walk starts at home, which fits → home.
 		{"llm-aware sticky full, home fits", "llm-aware", all, Request{Hash: 5, PromptTokens: 900, OutputTokens: 48, Last: 1, CachedTokens: 850}, func(v *View) { light(v); busy1(v) }, "llm-0", Home},
 		// Cache-aware load off: the cached home costs the whole prompt; 2400+908 is above even the long cap
 		// (2.0·(4200+908)/3 = 3405.3)? No: 3308 ≤ 3405.3, so home-long still holds.
-		{"llm-aware cache-aware off", "llm-aware", noCache, Request{Hash: 5, PromptTokens: 860, OutputTokens: 48, Last: 0, CachedTokens: 820}, nil, "llm-0", HomeLong},
+		{"llm-aware cache-aware off", "llm-aware", &noCache, Request{Hash: 5, PromptTokens: 860, OutputTokens: 48, Last: 0, CachedTokens: 820}, nil, "llm-0", HomeLong},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -166,7 +178,7 @@ func TestReasons(t *testing.T) {
 func TestExcludeFailover(t *testing.T) {
 	for _, name := range Names() {
 		t.Run(name, func(t *testing.T) {
-			p, _ := New(name, seedParams())
+			p, _ := New(name, seedSettings(name))
 			v := seedView()
 			req := Request{Hash: 5, Seq: 0, PromptTokens: 10, OutputTokens: 5, Last: 0, CachedTokens: 8}
 			first := p.Pick(&req, v)
@@ -190,14 +202,17 @@ func TestExcludeFailover(t *testing.T) {
 func TestBoundedNeverAboveCap(t *testing.T) {
 	for _, tc := range []struct {
 		policy string
-		params Params
+		params Settings
+		unit   Unit
+		eps    float64
+		long   float64
 	}{
-		{"bounded", Params{Epsilon: 0.25, Unit: Requests}},
-		{"bounded", Params{Epsilon: 0.1, Unit: Tokens}},
-		{"llm-aware", seedParams()},
-		{"llm-aware", Params{Epsilon: 0.5, CacheAwareLoad: true, PlacementMemory: true}},
+		{"bounded", &Bounded{Epsilon: 0.25, Unit: Requests}, Requests, 0.25, 0},
+		{"bounded", &Bounded{Epsilon: 0.1, Unit: Tokens}, Tokens, 0.1, 0},
+		{"llm-aware", seedParams(), Tokens, 0.25, 2},
+		{"llm-aware", &LLMAware{Epsilon: 0.5, CacheAwareLoad: true, PlacementMemory: true, LongPromptTokens: 1, LongCapFactor: 1}, Tokens, 0.5, 1},
 	} {
-		t.Run(fmt.Sprintf("%s/%s/eps=%g", tc.policy, tc.params.Unit, tc.params.Epsilon), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/%s/eps=%g", tc.policy, tc.unit, tc.eps), func(t *testing.T) {
 			p, _ := New(tc.policy, tc.params)
 			rng := rand.New(rand.NewPCG(1, 2))
 			names := []string{"a", "b", "c", "d", "e"}
@@ -213,8 +228,8 @@ func TestBoundedNeverAboveCap(t *testing.T) {
 				if len(inflight) > 0 && rng.IntN(2) == 0 {
 					k := rng.IntN(len(inflight))
 					f := inflight[k]
-					v.Loads[f.r].Requests--
-					v.Loads[f.r].Tokens -= f.charge
+					v.Rows[f.r].Load.Requests--
+					v.Rows[f.r].Load.Tokens -= f.charge
 					inflight = append(inflight[:k], inflight[k+1:]...)
 					continue
 				}
@@ -228,7 +243,7 @@ func TestBoundedNeverAboveCap(t *testing.T) {
 				d := p.Pick(&req, v)
 				counts[d.Reason]++
 				tr := &d.Trace
-				load := v.Loads[d.Replica]
+				load := v.Rows[d.Replica].Load
 				unitLoad := load.Tokens
 				if tr.Unit == Requests {
 					unitLoad = load.Requests
@@ -240,7 +255,8 @@ func TestBoundedNeverAboveCap(t *testing.T) {
 				// The limit, computed independently of the trace: (1+ε)·avg with
 				// this request's cost on the chosen replica, or the long cap.
 				var sum int64
-				for _, l := range v.Loads {
+				for _, row := range v.Rows {
+					l := row.Load
 					if tr.Unit == Requests {
 						sum += l.Requests
 					} else {
@@ -248,18 +264,18 @@ func TestBoundedNeverAboveCap(t *testing.T) {
 					}
 				}
 				avg := float64(sum+cost) / float64(len(names))
-				limit := (1 + tc.params.Epsilon) * avg
+				limit := (1 + tc.eps) * avg
 				if tr.Unit == Requests {
 					limit = math.Ceil(limit - 1e-9)
 				}
 				if d.Reason == HomeLong || d.Reason == StickyLong {
-					limit = tc.params.LongCapFactor * avg
+					limit = tc.long * avg
 				}
 				if d.Reason != LeastLoaded && load.Requests > 0 && float64(unitLoad+cost) > limit+1e-9 {
 					t.Fatalf("step %d: %s put %s at %d > limit %.1f\n%s", i, d.Reason, names[d.Replica], unitLoad+cost, limit, d.Format())
 				}
-				v.Loads[d.Replica].Requests++
-				v.Loads[d.Replica].Tokens += d.Charge
+				v.Rows[d.Replica].Load.Requests++
+				v.Rows[d.Replica].Load.Tokens += d.Charge
 				inflight = append(inflight, flight{d.Replica, d.Charge})
 				last[key] = d.Replica
 			}
@@ -272,8 +288,8 @@ func TestBoundedNeverAboveCap(t *testing.T) {
 
 func TestDeterministic(t *testing.T) {
 	for _, name := range Names() {
-		p1, _ := New(name, seedParams())
-		p2, _ := New(name, seedParams())
+		p1, _ := New(name, seedSettings(name))
+		p2, _ := New(name, seedSettings(name))
 		for i := range 100 {
 			req := Request{Hash: uint64(i) * 0x9e3779b97f4a7c15, Seq: uint64(i), PromptTokens: i * 37, OutputTokens: 32, Last: i % 4, CachedTokens: i * 20}
 			if req.Last == 3 {
@@ -289,14 +305,17 @@ func TestDeterministic(t *testing.T) {
 }
 
 func TestNewErrors(t *testing.T) {
-	if _, err := New("random", Params{}); err == nil || !strings.Contains(err.Error(), "unknown policy") {
+	if _, err := New("random", nil); err == nil || !strings.Contains(err.Error(), "unknown policy") {
 		t.Errorf("unknown policy: err = %v", err)
 	}
-	if _, err := New("bounded", Params{Epsilon: 0}); err == nil {
-		t.Error("bounded with epsilon 0 accepted")
+	if _, err := New("bounded", &Bounded{Epsilon: 0}); err == nil || !strings.Contains(err.Error(), "bounded.epsilon") {
+		t.Errorf("bounded with epsilon 0: err = %v, want one naming bounded.epsilon", err)
 	}
-	if _, err := New("llm-aware", Params{Epsilon: 0.2, LongStickiness: true, LongCapFactor: 0.5, LongPromptTokens: 10}); err == nil {
+	if _, err := New("llm-aware", &LLMAware{Epsilon: 0.2, LongStickiness: true, LongCapFactor: 0.5, LongPromptTokens: 10}); err == nil {
 		t.Error("llm-aware with long_cap_factor < 1 accepted")
+	}
+	if _, err := New("bounded", seedParams()); err == nil {
+		t.Error("bounded built from llm-aware's settings")
 	}
 }
 
@@ -306,15 +325,15 @@ func BenchmarkPick(b *testing.B) {
 	for _, name := range Names() {
 		for _, n := range []int{3, 64, 1024} {
 			b.Run(fmt.Sprintf("%s/replicas=%d", name, n), func(b *testing.B) {
-				p, _ := New(name, seedParams())
+				p, _ := New(name, seedSettings(name))
 				names := make([]string, n)
 				for i := range names {
 					names[i] = fmt.Sprintf("llm-%d", i)
 				}
 				v := NewView(names, ring.New(names, 160, nil), make([]Load, n))
 				rng := rand.New(rand.NewPCG(7, 7))
-				for i := range v.Loads {
-					v.Loads[i] = Load{Requests: int64(1 + rng.IntN(8)), Tokens: int64(500 + rng.IntN(4000))}
+				for i := range v.Rows {
+					v.Rows[i].Load = Load{Requests: int64(1 + rng.IntN(8)), Tokens: int64(500 + rng.IntN(4000))}
 				}
 				v.Recount()
 				const pool = 1024

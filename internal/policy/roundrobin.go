@@ -1,15 +1,19 @@
 package policy
 
-// RoundRobin rotates through the replicas sorted by name:
-//
-//	replica = Seq mod N
-//
-// (on failover, the next replica by name that has not failed).
-// Consecutive turns of a conversation land on different replicas, so its
-// cache is almost never reused: the baseline.
+import (
+	"fmt"
+	"strings"
+)
+
+// RoundRobin sends request k to replica k mod N (replicas sorted by name).
+// It ignores conversations, so a conversation's turns land on different
+// replicas and rarely find their cache: the study's lower bound.
 type RoundRobin struct{}
 
 var _ Policy = RoundRobin{}
+
+// Rotate: round-robin's turn.
+const Rotate Reason = "rotate"
 
 // Name implements Policy.
 func (RoundRobin) Name() string { return "round-robin" }
@@ -20,9 +24,11 @@ func (RoundRobin) Pick(req *Request, v *View) Decision {
 	r := v.firstAllowed(int(req.Seq % uint64(n)))
 	d := Decision{Replica: r, Reason: Rotate, Charge: wholeCost(req)}
 	d.Trace.begin("round-robin", req, v)
-	d.Trace.Seq = req.Seq
+	d.Trace.Explain = explainRoundRobin
 	return d
 }
 
-// wholeCost is a request's token cost without any cache: prompt + output.
-func wholeCost(req *Request) int64 { return int64(req.PromptTokens) + int64(req.OutputTokens) }
+func explainRoundRobin(d *Decision, b *strings.Builder) {
+	t := &d.Trace
+	fmt.Fprintf(b, "\n  request #%d: %d mod %d = %d → %s", t.Seq, t.Seq, t.N, d.Replica, t.name(d.Replica))
+}

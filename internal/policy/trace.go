@@ -11,6 +11,9 @@ import (
 const (
 	MaxTraceLoads  = 8
 	MaxTraceChecks = 8
+	MaxTraceCands  = 8
+	MaxTraceVals   = 8
+	TraceCols      = 6
 )
 
 // Check is one candidate examined by a bounded walk.
@@ -29,7 +32,13 @@ type Check struct {
 // are values, so filling a Trace does not allocate.
 type Trace struct {
 	Policy string
-	Names  []string
+	// Head, when set, replaces Policy at the start of the text ("bounded
+	// (token mode)").
+	Head string
+	// Explain writes the lines after the head: the policy's own text. It is
+	// a plain function (never a closure), so setting it does not allocate.
+	Explain func(d *Decision, b *strings.Builder)
+	Names   []string
 	N      int // replicas
 	Hash   uint64
 	Seq    uint64
@@ -62,6 +71,29 @@ type Trace struct {
 
 	Checks  [MaxTraceChecks]Check
 	NChecks int // checks made (may exceed MaxTraceChecks)
+
+	// Policies that score every candidate record their numbers here: one
+	// row per candidate (the first MaxTraceCands by the policy's order),
+	// columns as the policy defines them, plus a few scalars.
+	Cands  [MaxTraceCands]Cand
+	NCands int
+	Vals   [MaxTraceVals]float64
+}
+
+// Cand is one candidate's numbers in a scoring policy's trace.
+type Cand struct {
+	Replica int32
+	V       [TraceCols]float64
+}
+
+// addCand records a candidate; beyond MaxTraceCands it is only counted.
+func (t *Trace) addCand(r int, v ...float64) {
+	if t.NCands < MaxTraceCands {
+		c := &t.Cands[t.NCands]
+		c.Replica = int32(r)
+		copy(c.V[:], v)
+	}
+	t.NCands++
 }
 
 func (t *Trace) begin(policy string, req *Request, v *View) {
@@ -86,40 +118,16 @@ func (t *Trace) name(r int) string {
 	return fmt.Sprintf("#%d", r)
 }
 
-// Format renders the decision d (whose Trace t is) as the multi-line text of
-// the original study's decision traces.
-func (d *Decision) Format() string {
-	t := &d.Trace
-	var b strings.Builder
-	head := t.Policy
-	if t.Policy == "bounded" {
-		head += " (request mode)"
-		if t.Unit == Tokens {
-			head = "bounded (token mode)"
-		}
-	}
-	fmt.Fprintf(&b, "%s → %s (%s)", head, t.name(d.Replica), d.Reason)
-	switch {
-	case t.Policy == "round-robin":
-		fmt.Fprintf(&b, "\n  request #%d: %d mod %d = %d → %s", t.Seq, t.Seq, t.N, d.Replica, t.name(d.Replica))
-	case t.Policy == "mod-n":
-		fmt.Fprintf(&b, "\n  hash=%016x: mod %d = %d → %s", t.Hash, t.N, d.Replica, t.name(d.Replica))
-	case !t.Bounded:
-		fmt.Fprintf(&b, "\n  hash=%016x → ring home %s", t.Hash, t.name(t.Home))
-	default:
-		t.formatBounded(&b, d)
-	}
-	return b.String()
-}
-
-func (t *Trace) formatBounded(b *strings.Builder, d *Decision) {
+// writeBounded writes the lines of a bounded-loads walk (bounded, and
+// llm-aware after its own lines; llm says which wording to use).
+func (t *Trace) writeBounded(b *strings.Builder, d *Decision, llm bool) {
 	num := func(v float64) string {
 		if t.Unit == Requests {
 			return fmt.Sprintf("%.0f", v)
 		}
 		return fmt.Sprintf("%.1f", v)
 	}
-	if t.Policy == "llm-aware" {
+	if llm {
 		switch {
 		case t.Last < 0 || t.LastTokens == 0:
 			fmt.Fprintf(b, "\n  placement memory: no cache known → preferred=%s (ring home)", t.name(t.Preferred))
@@ -159,7 +167,7 @@ func (t *Trace) formatBounded(b *strings.Builder, d *Decision) {
 	if t.Unit == Requests {
 		capText = fmt.Sprintf("cap=⌈%.2f⌉=%s", (1+t.Epsilon)*t.Avg, num(t.Cap))
 	}
-	if t.Policy == "llm-aware" {
+	if llm {
 		fmt.Fprintf(b, "; +%d → total=%d, avg=%.1f, %s", prefCost, t.Total, t.Avg, capText)
 	} else {
 		fmt.Fprintf(b, "; with this request total=%d, %s", t.Total, capText)

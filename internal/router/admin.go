@@ -3,12 +3,10 @@ package router
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 
-	"github.com/llm-ring/llm-ring/internal/config"
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/wire"
 )
@@ -53,30 +51,35 @@ func (r *Router) serveReplicas(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// PolicySettings is the body of GET and PUT /admin/policy. In a PUT every
-// field is optional: absent fields keep their current value.
+// PolicySettings is the body of GET /admin/policy and of a PUT's answer:
+// the current policy and its settings (the policy's own keys).
 type PolicySettings struct {
-	Policy          string           `json:"policy,omitempty"`
-	Epsilon         *float64         `json:"epsilon,omitempty"`
-	BoundedLoadUnit string           `json:"bounded_load_unit,omitempty"`
-	LLMAware        *config.LLMAware `json:"llm_aware,omitempty"`
-	// Reset, in a PUT, also forgets placement memory and the round-robin
-	// position (as POST /admin/reset), so the next run starts afresh.
+	Policy   string         `json:"policy"`
+	Settings map[string]any `json:"settings,omitempty"`
+}
+
+// PolicyUpdate is the body of PUT /admin/policy. Every field is optional:
+// Policy switches the policy (absent: keep it); Settings sets some of the
+// policy's keys, validated by the same rules as the configuration file (a
+// key it does not name keeps its value: the current one when the policy
+// stays, the configured one when it changes).
+type PolicyUpdate struct {
+	Policy   string          `json:"policy,omitempty"`
+	Settings json.RawMessage `json:"settings,omitempty"`
+	// Reset also forgets placement memory, the prefix index and the
+	// round-robin position (as POST /admin/reset), so the next run starts
+	// afresh.
 	Reset bool `json:"reset,omitempty"`
 }
 
-func (r *Router) settings() PolicySettings {
-	p := r.params
-	return PolicySettings{
-		Policy: r.name, Epsilon: &p.Epsilon, BoundedLoadUnit: p.Unit.String(),
-		LLMAware: &config.LLMAware{CacheAwareLoad: p.CacheAwareLoad, PlacementMemory: p.PlacementMemory,
-			LongStickiness: p.LongStickiness, LongPromptTokens: p.LongPromptTokens, LongCapFactor: p.LongCapFactor},
-	}
+// current returns the policy settings in force; r.mu is held.
+func (r *Router) current() PolicySettings {
+	return PolicySettings{Policy: r.name, Settings: policy.SettingsMap(r.settings)}
 }
 
 func (r *Router) serveGetPolicy(w http.ResponseWriter, _ *http.Request) {
 	r.mu.Lock()
-	s := r.settings()
+	s := r.current()
 	r.mu.Unlock()
 	writeJSON(w, http.StatusOK, s)
 }
@@ -90,44 +93,44 @@ func (r *Router) servePutPolicy(w http.ResponseWriter, req *http.Request) {
 		r.fail(w, badRequest("could not read the body: %v", err))
 		return
 	}
-	var in PolicySettings
+	var in PolicyUpdate
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		r.fail(w, badRequest("invalid policy settings: %v", err))
+		r.fail(w, badRequest("invalid policy update: %v", err))
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	name, p := r.name, r.params
-	if in.Policy != "" {
+	name, base := r.name, r.settings
+	if in.Policy != "" && in.Policy != r.name {
 		name = in.Policy
-	}
-	if in.Epsilon != nil {
-		p.Epsilon = *in.Epsilon
-	}
-	if in.BoundedLoadUnit != "" {
-		if p.Unit, err = policy.ParseUnit(in.BoundedLoadUnit); err != nil {
-			r.fail(w, badRequest("bounded_load_unit: %v", err))
+		if base, err = r.cfg.PolicySettings(name); err != nil {
+			r.fail(w, badRequest("policy: %v", err))
 			return
 		}
 	}
-	if a := in.LLMAware; a != nil {
-		p.CacheAwareLoad, p.PlacementMemory, p.LongStickiness = a.CacheAwareLoad, a.PlacementMemory, a.LongStickiness
-		p.LongPromptTokens, p.LongCapFactor = a.LongPromptTokens, a.LongCapFactor
+	sp, _ := policy.Lookup(name)
+	set, err := sp.Decode(base, in.Settings)
+	if err != nil {
+		r.fail(w, badRequest("settings.%v", err))
+		return
 	}
-	pol, err := policy.New(name, p)
+	pol, err := policy.New(name, set)
 	if err != nil {
 		r.fail(w, badRequest("%v", err))
 		return
 	}
+	old := r.current()
 	r.table.SetPolicy(pol)
-	r.name, r.params = name, p
+	r.name, r.settings = name, set
 	if in.Reset {
 		r.table.Reset()
 	}
-	r.log.Info("policy_changed", slog.String("policy", name), slog.Bool("reset", in.Reset), slog.String("settings", fmt.Sprintf("%+v", p)))
-	writeJSON(w, http.StatusOK, r.settings())
+	now := r.current()
+	r.log.Info("policy_changed", slog.String("remote", req.RemoteAddr), slog.Bool("reset", in.Reset),
+		slog.Any("old", old), slog.Any("new", now))
+	writeJSON(w, http.StatusOK, now)
 }
 
 func (r *Router) serveReset(w http.ResponseWriter, _ *http.Request) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/llm-ring/llm-ring/internal/prefix"
 	"github.com/llm-ring/llm-ring/internal/wire"
 )
 
@@ -44,6 +45,11 @@ type parsed struct {
 	tokens    int    // prompt token ids given directly (token-array prompts)
 	maxTokens int    // requested output, or the default
 	stream    bool
+	// blocks are the prompt's chained block hashes (the prefix index's
+	// input), from the hasher parseRequest was given; firstUser is the
+	// first user message (chat) or the prompt's start.
+	blocks    []uint64
+	firstUser string
 }
 
 // keyRules says how to identify a conversation.
@@ -52,6 +58,7 @@ type keyRules struct {
 	bodyField   string
 	prefixChars int
 	defaultMax  int
+	blockChars  int // prefix index block size (0: no blocks)
 }
 
 // httpError is an error with an HTTP status and an OpenAI error type.
@@ -69,7 +76,10 @@ func badRequest(format string, args ...any) *httpError {
 
 // parseRequest reads the body of a proxied request. Errors are 400s that
 // name the field.
-func parseRequest(kind apiKind, h http.Header, body []byte, rules *keyRules) (parsed, error) {
+//
+// hs, when not nil, hashes the prompt as the replica will see it into
+// blocks (p.blocks aliases its buffer: keep hs until the request ends).
+func parseRequest(kind apiKind, h http.Header, body []byte, rules *keyRules, hs *prefix.Hasher) (parsed, error) {
 	var p parsed
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(body, &top); err != nil {
@@ -97,12 +107,15 @@ func parseRequest(kind apiKind, h http.Header, body []byte, rules *keyRules) (pa
 	var start string // the conversation's start, for the prefix key
 	switch kind {
 	case kindChat:
-		start, err = p.parseMessages(top, rules.prefixChars)
+		start, err = p.parseMessages(top, rules.prefixChars, hs)
 	default:
-		start, err = p.parsePrompt(top, rules.prefixChars)
+		start, err = p.parsePrompt(top, rules.prefixChars, hs)
 	}
 	if err != nil {
 		return p, err
+	}
+	if hs != nil {
+		p.blocks = hs.Blocks()
 	}
 
 	// Conversation key: configured headers, then the body field, then the start.
@@ -138,7 +151,7 @@ func parseRequest(kind apiKind, h http.Header, body []byte, rules *keyRules) (pa
 // parseMessages reads a chat request's messages: the characters of the whole
 // conversation, and its start (system prompts + the first prefixChars
 // characters of the first user message).
-func (p *parsed) parseMessages(top map[string]json.RawMessage, prefixChars int) (string, error) {
+func (p *parsed) parseMessages(top map[string]json.RawMessage, prefixChars int, hs *prefix.Hasher) (string, error) {
 	raw, ok := top["messages"]
 	if !ok || isNull(raw) {
 		return "", badRequest("messages: missing")
@@ -161,6 +174,9 @@ func (p *parsed) parseMessages(top map[string]json.RawMessage, prefixChars int) 
 			return "", badRequest("messages[%d].%v", i, err)
 		}
 		p.chars += wire.ChatChars(m.Role, text)
+		if hs != nil {
+			hs.WriteMessage(m.Role, text)
+		}
 		switch m.Role {
 		case "system", "developer":
 			if users == 0 {
@@ -169,7 +185,8 @@ func (p *parsed) parseMessages(top map[string]json.RawMessage, prefixChars int) 
 			}
 		case "user":
 			if users == 0 {
-				start.WriteString(prefix(text, prefixChars))
+				start.WriteString(firstChars(text, prefixChars))
+				p.firstUser = text
 			}
 			users++
 		}
@@ -179,17 +196,23 @@ func (p *parsed) parseMessages(top map[string]json.RawMessage, prefixChars int) 
 }
 
 // parsePrompt reads a /completion or /v1/completions prompt.
-func (p *parsed) parsePrompt(top map[string]json.RawMessage, prefixChars int) (string, error) {
+func (p *parsed) parsePrompt(top map[string]json.RawMessage, prefixChars int, hs *prefix.Hasher) (string, error) {
 	text, tokens, err := wire.PromptText(top["prompt"])
 	if err != nil {
 		return "", badRequest("%v", err)
 	}
 	p.chars, p.tokens = len(text), tokens
+	if tokens == 0 { // a token-array prompt has no text to index
+		p.firstUser = text
+		if hs != nil {
+			hs.WriteString(text)
+		}
+	}
 	if tokens > 0 {
 		// A token-array prompt starts with its first ids: key on those.
 		return string(top["prompt"][:min(len(top["prompt"]), prefixChars)]), nil
 	}
-	return prefix(text, prefixChars), nil
+	return firstChars(text, prefixChars), nil
 }
 
 // maxTokens reads the requested output length: max_tokens,
@@ -231,7 +254,7 @@ func optBool(top map[string]json.RawMessage, name string) (bool, error) {
 func isNull(raw json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(raw), []byte("null")) }
 
 // prefix returns the first n characters (runes) of s.
-func prefix(s string, n int) string {
+func firstChars(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

@@ -2,7 +2,9 @@ package router
 
 import (
 	"errors"
+	"github.com/llm-ring/llm-ring/internal/prefix"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -43,7 +45,7 @@ func TestParseKeys(t *testing.T) {
 			if tt.header != "" {
 				h.Set("x-conversation-id", tt.header)
 			}
-			p, err := parseRequest(tt.kind, h, []byte(tt.body), &testRules)
+			p, err := parseRequest(tt.kind, h, []byte(tt.body), &testRules, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -62,9 +64,9 @@ func TestPrefixKeySeparatesConversations(t *testing.T) {
 	body := func(first string, more string) string {
 		return `{"messages":[{"role":"system","content":"` + sys + `"},{"role":"user","content":"` + first + `"}` + more + `]}`
 	}
-	a1, _ := parseRequest(kindChat, http.Header{}, []byte(body("How do rings work?", "")), &testRules)
-	a2, _ := parseRequest(kindChat, http.Header{}, []byte(body("How do rings work?", `,{"role":"assistant","content":"x"},{"role":"user","content":"more"}`)), &testRules)
-	b, _ := parseRequest(kindChat, http.Header{}, []byte(body("What is a KV cache?", "")), &testRules)
+	a1, _ := parseRequest(kindChat, http.Header{}, []byte(body("How do rings work?", "")), &testRules, nil)
+	a2, _ := parseRequest(kindChat, http.Header{}, []byte(body("How do rings work?", `,{"role":"assistant","content":"x"},{"role":"user","content":"more"}`)), &testRules, nil)
+	b, _ := parseRequest(kindChat, http.Header{}, []byte(body("What is a KV cache?", "")), &testRules, nil)
 	if a1.key != a2.key {
 		t.Error("the same conversation changed key between turns")
 	}
@@ -74,7 +76,7 @@ func TestPrefixKeySeparatesConversations(t *testing.T) {
 }
 
 func TestPrefixRunes(t *testing.T) {
-	if got := prefix("héllo wörld", 4); got != "héll" {
+	if got := firstChars("héllo wörld", 4); got != "héll" {
 		t.Errorf("prefix = %q", got)
 	}
 }
@@ -93,7 +95,7 @@ func FuzzParseRequest(f *testing.F) {
 		if utf8.ValidString(header) && !strings.ContainsAny(header, "\r\n") {
 			h.Set("x-conversation-id", header)
 		}
-		p, err := parseRequest(kind, h, []byte(body), &testRules)
+		p, err := parseRequest(kind, h, []byte(body), &testRules, nil)
 		if err != nil {
 			var he *httpError
 			if !errors.As(err, &he) || he.status != 400 || he.msg == "" {
@@ -105,4 +107,36 @@ func FuzzParseRequest(f *testing.F) {
 			t.Fatalf("accepted with bad fields: %+v", p)
 		}
 	})
+}
+
+// TestPromptBlocks: the router hashes the prompt as the replica sees it, so
+// a conversation's next turn extends its blocks, and two conversations
+// sharing a long system prompt share its blocks (the prefix index's input).
+func TestPromptBlocks(t *testing.T) {
+	sys := strings.Repeat("You are a careful assistant. ", 40) // 1,160 characters
+	chat := func(msgs string) string {
+		return `{"messages":[{"role":"system","content":"` + sys + `"}` + msgs + `]}`
+	}
+	blocks := func(body string) []uint64 {
+		var hs prefix.Hasher
+		hs.Reset(64)
+		p, err := parseRequest(kindChat, http.Header{}, []byte(body), &testRules, &hs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Clone(p.blocks)
+	}
+	turn1 := blocks(chat(`,{"role":"user","content":"first question"}`))
+	turn2 := blocks(chat(`,{"role":"user","content":"first question"},{"role":"assistant","content":"an answer"},{"role":"user","content":"next"}`))
+	other := blocks(chat(`,{"role":"user","content":"something else entirely"}`))
+	if len(turn1) < 18 || len(turn2) < len(turn1) || !slices.Equal(turn2[:len(turn1)], turn1) {
+		t.Fatalf("turn 2's blocks (%d) do not extend turn 1's (%d)", len(turn2), len(turn1))
+	}
+	shared := 0
+	for shared < min(len(turn1), len(other)) && turn1[shared] == other[shared] {
+		shared++
+	}
+	if shared < 17 || shared == len(other) {
+		t.Fatalf("another conversation with the same system prompt shares %d of %d blocks, want the system prompt's (≥ 17) and not all", shared, len(other))
+	}
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/llm-ring/llm-ring/internal/config"
 	"github.com/llm-ring/llm-ring/internal/discovery"
 	"github.com/llm-ring/llm-ring/internal/policy"
+	"github.com/llm-ring/llm-ring/internal/prefix"
 	"github.com/llm-ring/llm-ring/internal/ring"
 	"github.com/llm-ring/llm-ring/internal/state"
 	"github.com/llm-ring/llm-ring/internal/wire"
@@ -66,9 +67,10 @@ type Router struct {
 	rules   keyRules
 	mux     *http.ServeMux
 
-	mu     sync.Mutex // guards policy settings (admin API)
-	params policy.Params
-	name   string
+	hashers  sync.Pool  // *prefix.Hasher, one per request in flight
+	mu       sync.Mutex // guards policy settings (admin API)
+	name     string
+	settings policy.Settings
 }
 
 // New builds a Router with no replicas; feed it with SetReplicas (or Serve
@@ -92,13 +94,14 @@ func New(opts Options) (*Router, error) {
 		table:  state.New(cfg.StateConfig(), pol),
 		reg:    prometheus.NewRegistry(),
 		base:   opts.Transport,
-		params: cfg.PolicyParams(),
-		name:   cfg.Policy,
+		name:     cfg.Policy,
+		settings: policy.SettingsOf(pol),
 		rules: keyRules{
 			headers:     cfg.ConversationKey.Headers,
 			bodyField:   cfg.ConversationKey.BodyField,
 			prefixChars: cfg.ConversationKey.PrefixChars,
 			defaultMax:  cfg.DefaultMaxTokens,
+			blockChars:  cfg.PrefixIndex.BlockChars,
 		},
 	}
 	if r.base == nil {
@@ -111,6 +114,7 @@ func New(opts Options) (*Router, error) {
 			ResponseHeaderTimeout: cfg.Upstream.ResponseTimeout.D(),
 		}
 	}
+	r.hashers.New = func() any { return new(prefix.Hasher) }
 	r.metrics = newMetrics(r.reg, r.table)
 	r.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	r.proxy = &httputil.ReverseProxy{
@@ -241,13 +245,20 @@ func (r *Router) serveProxied(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	kind := kindOf(req.URL.Path)
-	p, err := parseRequest(kind, req.Header, body, &r.rules)
+	var hs *prefix.Hasher
+	if r.rules.blockChars > 0 {
+		hs = r.hashers.Get().(*prefix.Hasher)
+		hs.Reset(r.rules.blockChars)
+		defer r.hashers.Put(hs) // after finish (deferred below): the ticket holds its blocks until then
+	}
+	p, err := parseRequest(kind, req.Header, body, &r.rules, hs)
 	if err != nil {
 		r.fail(w, err)
 		return
 	}
 	f := &flight{start: start, kind: kind, p: p, body: body,
-		in: state.Input{Key: p.key, Hash: ring.HashString(p.key), Chars: p.chars, Tokens: p.tokens, MaxTokens: p.maxTokens}}
+		in: state.Input{Key: p.key, Hash: ring.HashString(p.key), Chars: p.chars, Tokens: p.tokens, MaxTokens: p.maxTokens,
+			Blocks: p.blocks, FirstUser: p.firstUser}}
 	t0 := time.Now()
 	f.ticket, f.d, err = r.table.Route(f.in, t0.UnixNano())
 	r.metrics.decision.Observe(time.Since(t0).Seconds())
@@ -508,5 +519,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // messages say "> 0", not "\u003e 0"
 	enc.Encode(v)
 }

@@ -483,12 +483,19 @@ func TestAdminAndStatus(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &info); code != 200 || err != nil || len(info.Replicas) != 3 || info.Policy != "llm-aware" {
 		t.Fatalf("/replicas = %d %s", code, body)
 	}
-	req, _ := http.NewRequest(http.MethodPut, h.srv.URL+"/admin/policy", strings.NewReader(`{"policy":"bounded","bounded_load_unit":"tokens","reset":true}`))
+	req, _ := http.NewRequest(http.MethodPut, h.srv.URL+"/admin/policy", strings.NewReader(`{"policy":"bounded","settings":{"load_unit":"tokens"},"reset":true}`))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("PUT /admin/policy: %v %v", err, resp.Status)
 	}
+	var got PolicySettings
+	json.NewDecoder(resp.Body).Decode(&got)
 	resp.Body.Close()
+	// A partial update keeps the keys it does not name (issue 10): epsilon
+	// stays the configured 0.25.
+	if got.Policy != "bounded" || got.Settings["load_unit"] != "tokens" || got.Settings["epsilon"] != 0.25 {
+		t.Errorf("PUT answer = %+v", got)
+	}
 	r2, _ := h.post(t, wire.PathChatCompletions, chatBody("hi", false), "x-conversation-id", "z")
 	if r2.Header.Get(HeaderRouteReason) != "home" {
 		t.Errorf("reason after switch = %q", r2.Header.Get(HeaderRouteReason))
@@ -496,13 +503,22 @@ func TestAdminAndStatus(t *testing.T) {
 	if !h.waitLog(t, `"policy":"bounded"`) {
 		t.Error("requests after the switch are not logged under bounded")
 	}
-	for _, bad := range []string{`{"policy":"random"}`, `{"epsilon":-1,"policy":"bounded"}`, `{"nope":1}`, `{`} {
+	// Invalid updates are 400s naming the problem (issue 10), and change nothing.
+	for bad, want := range map[string]string{
+		`{"policy":"random"}`: "unknown policy", `{"settings":{"epsilon":-1}}`: "settings.epsilon: must be > 0",
+		`{"policy":"llm-aware","settings":{"long_cap_factor":"x"}}`: "settings.long_cap_factor: must be a number",
+		`{"settings":{"nope":1}}`: "settings.nope: unknown key", `{"nope":1}`: "nope", `{`: "invalid",
+	} {
 		req, _ := http.NewRequest(http.MethodPut, h.srv.URL+"/admin/policy", strings.NewReader(bad))
 		resp, _ := http.DefaultClient.Do(req)
-		if resp.StatusCode != 400 {
-			t.Errorf("PUT %s → %d, want 400", bad, resp.StatusCode)
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 400 || !strings.Contains(string(b), want) {
+			t.Errorf("PUT %s → %d %s, want 400 naming %q", bad, resp.StatusCode, b, want)
 		}
 		resp.Body.Close()
+	}
+	if _, body := get("/admin/policy"); !strings.Contains(body, `"load_unit": "tokens"`) || !strings.Contains(body, `"epsilon": 0.25`) {
+		t.Errorf("after rejected updates GET /admin/policy = %s", body)
 	}
 	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, `llm_ring_inflight_tokens{replica="llm-0"}`) {
 		t.Errorf("/metrics = %d, missing in-flight gauges", code)

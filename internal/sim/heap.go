@@ -14,6 +14,8 @@ const (
 	evScaleStart
 	// evScaleReady: the extra replica has loaded and joins the ring.
 	evScaleReady
+	// evSample: the replicas' signals are sampled (the simulated scraper).
+	evSample
 )
 
 // event is one entry of the event queue.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/policy"
+	"github.com/llm-ring/llm-ring/internal/prefix"
 	"github.com/llm-ring/llm-ring/internal/record"
 	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/ring"
@@ -60,6 +61,10 @@ type user struct {
 	chars     int           // the router's character count of the messages so far
 	prevTotal int           // last answered turn: prompt + answer tokens
 
+	// The prompt's block hashes for the prefix index, kept up to date
+	// message by message (the rendered conversation only grows).
+	blocks prefix.Hasher
+
 	// The request in flight.
 	ticket  state.Ticket
 	reason  policy.Reason
@@ -94,9 +99,14 @@ func codeIndex(code int) int {
 	panic(fmt.Sprintf("sim: unexpected status %d", code))
 }
 
-// nReasons bounds policy.Reason values (reason 0: none, for a request
-// that found no replica).
-const nReasons = 16
+// counterKey identifies one request counter: replica (-1: none), reason
+// ("" for a request that found no replica) and status. Keyed by value, so
+// any number of reasons is safe.
+type counterKey struct {
+	replica int32
+	reason  policy.Reason
+	code    int
+}
 
 type sim struct {
 	spec    *Spec
@@ -123,9 +133,10 @@ type sim struct {
 	row     record.Request
 	res     Result
 
-	// counters[(r+1)·nReasons·len(codes) + reason·len(codes) + code index]
-	// counts requests by replica (r = -1: none), reason and status.
-	counters                     []int64
+	// counters counts requests by replica, reason and status.
+	counters                     map[counterKey]int64
+	sampleEvery                  time.Duration // replica signals: 0 = not sampled
+	blockChars                   int           // prefix blocks: 0 = none
 	cached, prompted, predicted  int64
 	cacheLost                    int64
 	lastEnd, scaleAt, scaleReady time.Duration
@@ -152,7 +163,7 @@ func Run(ctx context.Context, spec Spec, rows RowWriter) (Result, error) {
 }
 
 func newSim(spec *Spec, rows RowWriter) (*sim, error) {
-	pol, err := NewPolicy(spec.Policy, spec.Router.PolicyParams())
+	pol, err := NewPolicy(spec.Policy, &spec.Router)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +186,10 @@ func newSim(spec *Spec, rows RowWriter) (*sim, error) {
 		polName:  pol.Name(),
 		users:    make([]user, spec.Profile.Concurrency),
 		rows:     rows,
-		counters: make([]int64, nReasons*len(codes)), // requests that found no replica
+		counters: map[counterKey]int64{},
+
+		sampleEvery: spec.Router.Signals.Interval.D(),
+		blockChars:  spec.Router.PrefixIndex.BlockChars,
 	}
 	if h := spec.Hash; h != nil {
 		s.hash = func(k string) uint64 { return h([]byte(k)) }
@@ -222,7 +236,6 @@ func (s *sim) addReplica() error {
 	}
 	s.members[gi] = append(s.members[gi], i)
 	s.flights = append(s.flights, nil)
-	s.counters = append(s.counters, make([]int64, nReasons*len(codes))...)
 	s.reps = append(s.reps, replicaRef{name: ReplicaName(int(i)), group: int32(gi), member: int32(m)})
 	return nil
 }
@@ -254,6 +267,9 @@ func (s *sim) loop(ctx context.Context) error {
 	if s.spec.ScaleAt > 0 {
 		s.q.push(s.spec.ScaleAt, evScaleStart, 0, 0)
 	}
+	if s.sampleEvery > 0 {
+		s.sample()
+	}
 	for s.active > 0 {
 		if s.q.len() == 0 {
 			return fmt.Errorf("sim: no event pending at %v with %d users still active (a request was lost)", s.now, s.active)
@@ -261,6 +277,15 @@ func (s *sim) loop(ctx context.Context) error {
 		e := s.q.pop()
 		if e.kind == evWake && e.ver != s.wakeVer[e.who] {
 			continue // the group's next event moved since
+		}
+		if e.kind == evSample {
+			// Not counted in Events: sampling observes; it changes nothing
+			// the study's policies read.
+			s.now = e.at
+			if s.q.len() > 0 {
+				s.sample()
+			}
+			continue
 		}
 		s.now = e.at
 		s.res.Events++
@@ -306,6 +331,10 @@ func (s *sim) startConversation(u int32, idx int, from time.Duration) {
 	us.hash = s.hash(c.ID)
 	us.toks = model.AppendMessageTokens(toks, model.Message{Role: "system", Content: c.System})
 	us.chars = ChatChars("system", c.System)
+	if s.blockChars > 0 {
+		us.blocks.Reset(s.blockChars)
+		us.blocks.WriteMessage("system", c.System)
+	}
 	if len(c.Turns) == 0 || !traffic.Fits(s.prof, c, 0, 0) {
 		s.startConversation(u, idx+s.prof.Concurrency, from)
 		return
@@ -323,6 +352,9 @@ func (s *sim) send(u int32) error {
 	turn := &c.Turns[us.turn]
 	us.toks = model.AppendMessageTokens(us.toks, model.Message{Role: "user", Content: turn.User})
 	us.chars += ChatChars("user", turn.User)
+	if s.blockChars > 0 {
+		us.blocks.WriteMessage("user", turn.User)
+	}
 	// The prompt and the history share one array: the answer is appended
 	// over the generation prompt (the same tokens) once the replica is done
 	// reading the prompt.
@@ -331,13 +363,14 @@ func (s *sim) send(u int32) error {
 	us.sent, us.ttft = s.now, 0
 	s.res.Sent++
 
-	in := state.Input{Key: c.ID, Hash: us.hash, Chars: us.chars, MaxTokens: turn.MaxTokens}
+	in := state.Input{Key: c.ID, Hash: us.hash, Chars: us.chars, MaxTokens: turn.MaxTokens,
+		Blocks: us.blocks.Blocks(), FirstUser: c.Turns[0].User}
 	tk, d, err := s.table.Route(in, int64(s.now))
 	if err != nil {
 		if !errors.Is(err, state.ErrNoReplica) {
 			return err
 		}
-		us.replica, us.reason, us.ticket = -1, 0, state.Ticket{}
+		us.replica, us.reason, us.ticket = -1, "", state.Ticket{}
 		return s.fail(u, 503, ErrTextNoReplica)
 	}
 	r := s.snapIdx[tk.Index]
@@ -444,6 +477,9 @@ func (s *sim) complete(u int32, res *model.Result, at time.Duration) error {
 	// The answer joins the conversation, as the client sends it back.
 	us.toks = model.AppendAssistantTokens(us.toks, &res.Output)
 	us.chars += ChatChars("assistant", res.Output.Text)
+	if s.blockChars > 0 {
+		us.blocks.WriteMessage("assistant", res.Output.Text)
+	}
 	us.prevTotal = res.PromptTokens + res.PredictedN
 	us.turn++
 	c := &us.conv
@@ -456,7 +492,24 @@ func (s *sim) complete(u int32, res *model.Result, at time.Duration) error {
 }
 
 func (s *sim) count(us *user, code int) {
-	s.counters[(int(us.replica)+1)*nReasons*len(codes)+int(us.reason)*len(codes)+codeIndex(code)]++
+	codeIndex(code) // only the statuses a simulated request can end with
+	s.counters[counterKey{us.replica, us.reason, code}]++
+}
+
+// sample records what each replica on the ring reports about itself (its
+// model's load, as llama.cpp's /metrics says it), and schedules the next
+// sample: the simulated scraper, on the router's signals interval, so that
+// policies see signals exactly as stale as live ones.
+func (s *sim) sample() {
+	for _, r := range s.snapIdx {
+		ref := &s.reps[r]
+		l := s.groups[ref.group].Server(int(ref.member)).Load()
+		s.table.SetReported(ref.name, policy.Reported{
+			Running: float64(l.Processing), Waiting: float64(l.Deferred), KVUse: l.KVUsage,
+			HasQueue: true, HasKV: true, At: int64(s.now),
+		})
+	}
+	s.q.push(s.now+s.sampleEvery, evSample, 0, 0)
 }
 
 // writeRow writes the row of the user's current request, ended at `end`.
@@ -529,19 +582,13 @@ func (s *sim) metrics() map[string]float64 {
 		"sim_events_total":                               float64(s.res.Events),
 		"sim_model_events_total":                         float64(s.res.ModelEvents),
 	}
-	for i, n := range s.counters {
-		if n == 0 {
-			continue
-		}
-		r := i/(nReasons*len(codes)) - 1
-		reason := policy.Reason(i / len(codes) % nReasons)
-		code := codes[i%len(codes)]
-		rname, rs := "", ""
-		if r >= 0 {
-			rname, rs = s.reps[r].name, reason.String()
+	for k, n := range s.counters {
+		rname := ""
+		if k.replica >= 0 {
+			rname = s.reps[k.replica].name
 		}
 		m[fmt.Sprintf(`llm_ring_requests_total{code="%d",policy="%s",reason="%s",replica="%s"}`,
-			code, s.polName, rs, rname)] = float64(n)
+			k.code, s.polName, k.reason, rname)] = float64(n)
 	}
 	var evictions, saves, loads int64
 	for _, ref := range s.reps {

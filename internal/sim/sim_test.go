@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/llm-ring/llm-ring/internal/config"
 	"github.com/llm-ring/llm-ring/internal/model"
+	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/record"
 	"github.com/llm-ring/llm-ring/internal/traffic"
 	"github.com/llm-ring/llm-ring/internal/wire"
@@ -365,8 +367,7 @@ func TestVariants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	router := DefaultRouter()
-	base := router.PolicyParams()
+	base := DefaultRouter()
 	for _, tc := range []struct {
 		name, base string
 		never      []string // reasons the variant cannot give
@@ -378,7 +379,7 @@ func TestVariants(t *testing.T) {
 		{"bounded-tokens", "bounded", []string{"sticky", "home-long", "sticky-long"}, []string{"overflow"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := NewPolicy(tc.name, base)
+			p, err := NewPolicy(tc.name, &base)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -409,7 +410,7 @@ func TestVariants(t *testing.T) {
 			}
 		})
 	}
-	if _, err := NewPolicy("llm-aware-no-such", base); err == nil || !strings.Contains(err.Error(), "llm-aware-no-long") {
+	if _, err := NewPolicy("llm-aware-no-such", &base); err == nil || !strings.Contains(err.Error(), "llm-aware-no-long") {
 		t.Fatalf("unknown variant: error %v, want one listing the names", err)
 	}
 }
@@ -422,8 +423,12 @@ func TestDefaultRouterIsTheShippedOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	def := DefaultRouter()
-	if got, want := def.PolicyParams(), shipped.PolicyParams(); got != want {
-		t.Errorf("policy params %+v, shipped %+v", got, want)
+	for _, name := range policy.Names() {
+		got, err1 := def.PolicySettings(name)
+		want, err2 := shipped.PolicySettings(name)
+		if err1 != nil || err2 != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s settings %+v (%v), shipped %+v (%v)", name, got, err1, want, err2)
+		}
 	}
 	if got, want := def.StateConfig(), shipped.StateConfig(); got.VirtualNodes != want.VirtualNodes ||
 		got.CharsPerToken != want.CharsPerToken || got.MaxEntries != want.MaxEntries || got.TTL != want.TTL {

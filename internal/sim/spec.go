@@ -89,46 +89,10 @@ func (s *Spec) Validate() error {
 	if err := s.Model.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("model: %w", err))
 	}
-	if err := ValidateRouting(&s.Router); err != nil {
+	if err := s.Router.ValidateRouting(); err != nil {
 		errs = append(errs, err)
-	}
-	if _, err := NewPolicy(s.Policy, s.Router.PolicyParams()); err != nil {
+	} else if _, err := NewPolicy(s.Policy, &s.Router); err != nil {
 		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
-}
-
-// ValidateRouting checks the router keys the simulator uses, naming the key.
-// (config.Router.Validate also wants listen, discovery and upstream keys,
-// which mean nothing in virtual time.)
-func ValidateRouting(c *config.Router) error {
-	var errs []error
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
-	}
-	if c.VirtualNodes < 1 || c.VirtualNodes > 10000 {
-		bad("virtual_nodes", "must be between 1 and 10000, got %d", c.VirtualNodes)
-	}
-	if !(c.Epsilon > 0 && c.Epsilon <= 100) {
-		bad("epsilon", "must be > 0 and ≤ 100, got %g", c.Epsilon)
-	}
-	if _, err := policy.ParseUnit(c.BoundedLoadUnit); err != nil {
-		bad("bounded_load_unit", "must be requests or tokens, got %q", c.BoundedLoadUnit)
-	}
-	if c.LLMAware.LongPromptTokens < 1 {
-		bad("llm_aware.long_prompt_tokens", "must be ≥ 1, got %d", c.LLMAware.LongPromptTokens)
-	}
-	if !(c.LLMAware.LongCapFactor >= 1) {
-		bad("llm_aware.long_cap_factor", "must be ≥ 1, got %g", c.LLMAware.LongCapFactor)
-	}
-	if c.PlacementMemory.MaxEntries < 1 {
-		bad("placement_memory.max_entries", "must be ≥ 1, got %d", c.PlacementMemory.MaxEntries)
-	}
-	if c.PlacementMemory.TTL <= 0 {
-		bad("placement_memory.ttl", "must be > 0")
-	}
-	if !(c.CharsPerToken > 0) {
-		bad("chars_per_token", "must be > 0, got %g", c.CharsPerToken)
 	}
 	return errors.Join(errs...)
 }
@@ -144,28 +108,26 @@ func DefaultRouter() config.Router {
 }
 
 // variant is a policy the simulator accepts by name: a registered policy
-// with some of its parameters changed, for ablations.
+// with some of its settings changed (a JSON patch of its keys), for
+// ablations.
 type variant struct {
 	name, base, doc string
-	set             func(*policy.Params)
+	patch           string
 }
 
 // variants is the list of policy variants. It is never modified.
 var variants = [...]variant{
-	{"bounded-requests", "bounded", "bounded with load counted in requests", func(p *policy.Params) { p.Unit = policy.Requests }},
-	{"bounded-tokens", "bounded", "bounded with load counted in tokens", func(p *policy.Params) { p.Unit = policy.Tokens }},
-	{"llm-aware-no-cache", "llm-aware", "llm-aware without cache-aware token load", func(p *policy.Params) { p.CacheAwareLoad = false }},
-	{"llm-aware-no-memory", "llm-aware", "llm-aware without placement memory", func(p *policy.Params) { p.PlacementMemory = false }},
-	{"llm-aware-no-long", "llm-aware", "llm-aware without long-conversation stickiness", func(p *policy.Params) { p.LongStickiness = false }},
-	{"llm-aware-only-cache", "llm-aware", "llm-aware with cache-aware token load only", func(p *policy.Params) {
-		p.CacheAwareLoad, p.PlacementMemory, p.LongStickiness = true, false, false
-	}},
-	{"llm-aware-only-memory", "llm-aware", "llm-aware with placement memory only", func(p *policy.Params) {
-		p.CacheAwareLoad, p.PlacementMemory, p.LongStickiness = false, true, false
-	}},
-	{"llm-aware-only-long", "llm-aware", "llm-aware with long-conversation stickiness only", func(p *policy.Params) {
-		p.CacheAwareLoad, p.PlacementMemory, p.LongStickiness = false, false, true
-	}},
+	{"bounded-requests", "bounded", "bounded with load counted in requests", `{"load_unit":"requests"}`},
+	{"bounded-tokens", "bounded", "bounded with load counted in tokens", `{"load_unit":"tokens"}`},
+	{"llm-aware-no-cache", "llm-aware", "llm-aware without cache-aware token load", `{"cache_aware_load":false}`},
+	{"llm-aware-no-memory", "llm-aware", "llm-aware without placement memory", `{"placement_memory":false}`},
+	{"llm-aware-no-long", "llm-aware", "llm-aware without long-conversation stickiness", `{"long_stickiness":false}`},
+	{"llm-aware-only-cache", "llm-aware", "llm-aware with cache-aware token load only",
+		`{"cache_aware_load":true,"placement_memory":false,"long_stickiness":false}`},
+	{"llm-aware-only-memory", "llm-aware", "llm-aware with placement memory only",
+		`{"cache_aware_load":false,"placement_memory":true,"long_stickiness":false}`},
+	{"llm-aware-only-long", "llm-aware", "llm-aware with long-conversation stickiness only",
+		`{"cache_aware_load":false,"placement_memory":false,"long_stickiness":true}`},
 }
 
 // PolicyNames lists every name NewPolicy accepts: the registered policies
@@ -187,22 +149,37 @@ func DescribeVariants() []string {
 	return out
 }
 
-// NewPolicy returns the policy called name, configured with base, or with
-// base changed as the variant says (llm-aware-no-memory is llm-aware with
-// base.PlacementMemory off; the policy's own Name stays "llm-aware").
-func NewPolicy(name string, base policy.Params) (policy.Policy, error) {
+// Settings returns the settings run `name` uses: the policy's settings in
+// r (its section of policies, over its defaults), with a variant's patch on
+// top; and the registered policy's name.
+func Settings(name string, r *config.Router) (base string, s policy.Settings, err error) {
 	for _, v := range variants {
-		if v.name == name {
-			p := base
-			v.set(&p)
-			return policy.New(v.base, p)
+		if v.name != name {
+			continue
 		}
+		if s, err = r.PolicySettings(v.base); err != nil {
+			return "", nil, err
+		}
+		sp, _ := policy.Lookup(v.base)
+		s, err = sp.Decode(s, []byte(v.patch))
+		return v.base, s, err
 	}
-	p, err := policy.New(name, base)
-	if errors.Is(err, policy.ErrUnknownPolicy) {
-		return nil, fmt.Errorf("%w %q (want one of %s)", policy.ErrUnknownPolicy, name, strings.Join(PolicyNames(), ", "))
+	if _, err := policy.Lookup(name); err != nil {
+		return "", nil, fmt.Errorf("%w %q (want one of %s)", policy.ErrUnknownPolicy, name, strings.Join(PolicyNames(), ", "))
 	}
-	return p, err
+	s, err = r.PolicySettings(name)
+	return name, s, err
+}
+
+// NewPolicy returns the policy called name (a registered policy or a
+// variant) with its settings from r (llm-aware-no-memory is llm-aware with
+// placement_memory off; the policy's own Name stays "llm-aware").
+func NewPolicy(name string, r *config.Router) (policy.Policy, error) {
+	base, s, err := Settings(name, r)
+	if err != nil {
+		return nil, err
+	}
+	return policy.New(base, s)
 }
 
 // ChatChars is the router's size, in characters, of one chat message
@@ -213,12 +190,7 @@ func ChatChars(role, content string) int { return wire.ChatChars(role, content) 
 // runConfig is the free-form configuration recorded in a run's JSON: what a
 // reader needs to rerun it.
 func runConfig(s *Spec) map[string]any {
-	p := s.Router.PolicyParams()
-	for _, v := range variants {
-		if v.name == s.Policy {
-			v.set(&p)
-		}
-	}
+	_, set, _ := Settings(s.Policy, &s.Router) // validated
 	m := s.Model
 	prof := s.Profile
 	return map[string]any{
@@ -240,17 +212,16 @@ func runConfig(s *Spec) map[string]any {
 			"seed": m.Seed, "shared_cpu": s.SharedCPU,
 		},
 		"router": map[string]any{
-			"policy": s.Policy, "virtual_nodes": s.Router.VirtualNodes,
-			"epsilon": p.Epsilon, "bounded_load_unit": p.Unit.String(),
-			"llm_aware": map[string]any{
-				"cache_aware_load": p.CacheAwareLoad, "placement_memory": p.PlacementMemory,
-				"long_stickiness": p.LongStickiness, "long_prompt_tokens": p.LongPromptTokens,
-				"long_cap_factor": p.LongCapFactor,
-			},
+			"policy": s.Policy, "settings": policy.SettingsMap(set), "virtual_nodes": s.Router.VirtualNodes,
 			"placement_memory": map[string]any{
 				"max_entries": s.Router.PlacementMemory.MaxEntries, "ttl": s.Router.PlacementMemory.TTL.D().String(),
 			},
-			"chars_per_token": s.Router.CharsPerToken,
+			"prefix_index": map[string]any{
+				"block_chars": s.Router.PrefixIndex.BlockChars, "capacity_tokens": s.Router.PrefixIndex.CapacityTokens,
+				"ttl": s.Router.PrefixIndex.TTL.D().String(),
+			},
+			"signals_interval": s.Router.Signals.Interval.D().String(),
+			"chars_per_token":  s.Router.CharsPerToken,
 		},
 		"scale_at_s":   s.ScaleAt.Seconds(),
 		"load_delay_s": s.LoadDelay.Seconds(),

@@ -115,6 +115,16 @@ func (m *memory) pushFront(i int32) {
 	}
 }
 
+// expire drops the entries not used for longer than the TTL, oldest first,
+// so memory falls back even for conversations that never come back. The
+// LRU order is also the order of last use, so it stops at the first fresh
+// entry: amortised O(1) per call.
+func (m *memory) expire(now int64) {
+	for m.tail >= 0 && now-m.entries[m.tail].seen > m.ttl {
+		m.remove(m.tail)
+	}
+}
+
 // reset forgets everything.
 func (m *memory) reset() {
 	*m = *newMemory(m.max, m.ttl)

@@ -1,8 +1,13 @@
 // Package state is what a routing decision reads and what a finished request
 // feeds back: the replica set and its ring (an immutable snapshot, swapped
-// on membership change), the in-flight load of every replica, and placement
-// memory. The live router and the simulator both drive a Table, so load
-// accounting and placement memory are the same code in both.
+// on membership change), one row per replica (in-flight load, what the
+// replica reports about itself), and the indexers that learn where prompts
+// are cached (placement memory, the prefix index). The live router and the
+// simulator both drive a Table, so load accounting and learning are the
+// same code in both:
+//
+//	Route:   indexers.Lookup → policy.Pick(request, view) → acquire → indexers.Routed
+//	Release: release → indexers.Finished (the replica's counts, or failure)
 //
 // A Table is safe for concurrent use. Route (pick + acquire) and Release
 // each take one short lock, so no two concurrent picks can both squeeze
@@ -11,6 +16,7 @@ package state
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"sync"
@@ -31,6 +37,11 @@ type Config struct {
 	MaxEntries    int           // placement memory: most conversations remembered
 	TTL           time.Duration // placement memory: forget after this long unseen
 	Hash          ring.Hash     // ring hash; nil means xxhash64 (tests inject a readable one)
+	// Prefix sizes the prefix index (BlockChars 0: none).
+	Prefix PrefixConfig
+	// Indexers learn where prompts are cached, after placement memory
+	// (always first) and the prefix index.
+	Indexers []Indexer
 }
 
 // snapshot is an immutable replica set with its ring.
@@ -49,19 +60,24 @@ type Table struct {
 	mu      sync.Mutex
 	pol     policy.Policy
 	snap    *snapshot
-	loads   []policy.Load // indexed like snap.names
-	total   policy.Load   // Σ loads
+	rows    []policy.Row  // indexed like snap.names
+	total   policy.Load   // Σ rows' loads
+	touched []int32       // rows whose Match a lookup set (cleared after the pick)
+	idx     []Indexer     // placement memory, then cfg.Indexers
 	visited []uint64      // scratch for ring walks
 	// req and view are reused by every Route (under mu): passed to the
 	// policy through an interface, they would otherwise escape to the heap.
-	req  policy.Request
-	view policy.View
+	req   policy.Request
+	view  policy.View
+	query Query
+	tk    Ticket
 	seq  uint64
 	mem  *memory
 	// Interned replica ids: a name keeps its id for the table's lifetime.
 	idOf   map[string]uint32
 	nameOf []string
 	gen    []uint32 // gen[id] increments each time id joins the set
+	rep    []policy.Reported // rep[id]: the replica's last report (kept across membership changes)
 	index  []int32  // index[id] is its position in snap (-1 when absent)
 	// down[id] marks a replica its health checks call unhealthy: it takes no
 	// new requests (the policy picks among the others) until healthy again.
@@ -72,15 +88,38 @@ type Table struct {
 	excl     []uint64
 }
 
-// New returns a Table with no replicas.
+// Validate reports an invalid prefix-index configuration, naming the key
+// (prefix_index.KEY). The other fields are the caller's to check.
+func (c Config) Validate() error {
+	if c.Prefix.BlockChars == 0 {
+		return nil
+	}
+	if _, err := newPrefixIndexer(c.Prefix, c.CharsPerToken); err != nil {
+		return fmt.Errorf("prefix_index.%w", err)
+	}
+	return nil
+}
+
+// New returns a Table with no replicas. cfg must be valid (Validate): New
+// panics on an invalid prefix-index configuration.
 func New(cfg Config, p policy.Policy) *Table {
-	return &Table{
+	t := &Table{
 		cfg:  cfg,
 		pol:  p,
 		snap: &snapshot{ring: ring.New(nil, 0, cfg.Hash)},
 		mem:  newMemory(cfg.MaxEntries, int64(cfg.TTL)),
 		idOf: map[string]uint32{},
 	}
+	t.idx = []Indexer{t.mem}
+	if cfg.Prefix.BlockChars > 0 {
+		px, err := newPrefixIndexer(cfg.Prefix, cfg.CharsPerToken)
+		if err != nil {
+			panic(fmt.Sprintf("state.New: prefix_index: %v", err))
+		}
+		t.idx = append(t.idx, px)
+	}
+	t.idx = append(t.idx, cfg.Indexers...)
+	return t
 }
 
 // SetPolicy replaces the policy; in-flight requests and memory are kept.
@@ -102,7 +141,9 @@ func (t *Table) Policy() policy.Policy {
 // In-flight load is kept (those requests are still running).
 func (t *Table) Reset() {
 	t.mu.Lock()
-	t.mem.reset()
+	for _, ix := range t.idx {
+		ix.Reset()
+	}
 	t.seq = 0
 	t.mu.Unlock()
 }
@@ -127,33 +168,33 @@ func (t *Table) SetReplicas(rs []replicaset.Replica) bool {
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	loads := make([]policy.Load, len(rs))
+	rows := make([]policy.Row, len(rs))
 	for id := range t.index {
 		t.index[id] = -1
 	}
 	for i, name := range names {
-		id, ok := t.idOf[name]
-		if !ok {
-			id = uint32(len(t.nameOf))
-			t.idOf[name] = id
-			t.nameOf = append(t.nameOf, name)
-			t.gen = append(t.gen, 0)
-			t.index = append(t.index, -1)
-			t.down = append(t.down, false)
-		}
+		id := t.intern(name)
 		s.ids[i] = id
 		if old := slices.Index(t.snap.names, name); old >= 0 {
-			loads[i] = t.loads[old]
+			rows[i].Load = t.rows[old].Load
 		} else {
 			t.gen[id]++ // (re)joined: tickets from an earlier membership no longer apply
 		}
+		rows[i].Reported = t.rep[id]
 		t.index[id] = int32(i)
 	}
-	t.snap, t.loads = s, loads
+	for _, id := range t.snap.ids {
+		if t.index[id] < 0 {
+			for _, ix := range t.idx {
+				ix.Forget(id) // left the set: whatever it held is gone
+			}
+		}
+	}
+	t.snap, t.rows = s, rows
 	t.total = policy.Load{}
-	for _, l := range loads {
-		t.total.Requests += l.Requests
-		t.total.Tokens += l.Tokens
+	for _, r := range rows {
+		t.total.Requests += r.Load.Requests
+		t.total.Tokens += r.Load.Tokens
 	}
 	if w := (len(rs) + 63) / 64; len(t.visited) < w {
 		t.visited = make([]uint64, w)
@@ -176,12 +217,7 @@ func (t *Table) SetHealthy(name string, healthy bool) bool {
 		if healthy {
 			return false
 		}
-		id = uint32(len(t.nameOf))
-		t.idOf[name] = id
-		t.nameOf = append(t.nameOf, name)
-		t.gen = append(t.gen, 0)
-		t.index = append(t.index, -1)
-		t.down = append(t.down, false)
+		id = t.intern(name)
 	}
 	if t.down[id] == !healthy {
 		return false
@@ -189,6 +225,35 @@ func (t *Table) SetHealthy(name string, healthy bool) bool {
 	t.down[id] = !healthy
 	t.rebuildDown()
 	return true
+}
+
+// intern returns name's id, giving it one (with its per-id state) if new.
+// The caller holds t.mu.
+func (t *Table) intern(name string) uint32 {
+	if id, ok := t.idOf[name]; ok {
+		return id
+	}
+	id := uint32(len(t.nameOf))
+	t.idOf[name] = id
+	t.nameOf = append(t.nameOf, name)
+	t.gen = append(t.gen, 0)
+	t.index = append(t.index, -1)
+	t.down = append(t.down, false)
+	t.rep = append(t.rep, policy.Reported{})
+	return id
+}
+
+// SetReported records what a replica reported about itself (the live
+// scraper, or the simulator's sampler). An unknown name is remembered for
+// when the replica joins.
+func (t *Table) SetReported(name string, r policy.Reported) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	id := t.intern(name)
+	t.rep[id] = r
+	if i := t.index[id]; i >= 0 {
+		t.rows[i].Reported = r
+	}
 }
 
 // rebuildDown recomputes the snapshot-indexed bitset of unhealthy replicas.
@@ -211,6 +276,13 @@ type Input struct {
 	Chars     int    // prompt length in characters (for the token estimate)
 	Tokens    int    // exact prompt tokens when the request carries them (token arrays); 0 = estimate
 	MaxTokens int    // expected output tokens
+	// Blocks are the prompt's chained block hashes (prefix.Hasher), for the
+	// prefix index. The Ticket keeps a reference: the caller must not
+	// change the slice until it releases the ticket.
+	Blocks []uint64
+	// FirstUser is the first user message (chat) or the prompt's start,
+	// for policies that key on a prompt prefix (policy.Request.FirstUser).
+	FirstUser string
 }
 
 // Ticket is a routed request's claim on a replica's load. Release it exactly
@@ -222,13 +294,27 @@ type Ticket struct {
 	// EstPrompt is the prompt token estimate the decision used.
 	EstPrompt int
 	// ExpectCached is how many tokens the router believed cached on Replica
-	// (0: no cache expected there).
+	// (0: no cache expected there): placement memory's figure for this
+	// conversation, or failing that the prefix index's for this prompt.
 	ExpectCached int
+	// Moved: the conversation was believed cached on another replica
+	// (placement memory), and the policy sent it elsewhere.
+	Moved bool
 
 	id, gen uint32
 	key     uint64
 	chars   int32
+	blocks  []uint64
+	// match is the view's Match on Replica at the pick (all indexers).
+	match int
 }
+
+// ID is the interned id of the ticket's replica (stable for the table's
+// lifetime), as indexers see it.
+func (tk *Ticket) ID() uint32 { return tk.id }
+
+// Blocks are the prompt's block hashes the request was routed with.
+func (tk *Ticket) Blocks() []uint64 { return tk.blocks }
 
 // Route picks a replica for in with the current policy and charges it. now
 // is the caller's clock in nanoseconds (wall or virtual). exclude names
@@ -242,18 +328,26 @@ func (t *Table) Route(in Input, now int64, exclude ...string) (Ticket, policy.De
 		return Ticket{}, policy.Decision{}, ErrNoReplica
 	}
 	req := &t.req
-	*req = policy.Request{Hash: in.Hash, OutputTokens: min(max(in.MaxTokens, 0), MaxCharge/2), Seq: t.seq, Last: -1}
+	*req = policy.Request{Hash: in.Hash, OutputTokens: min(max(in.MaxTokens, 0), MaxCharge/2), Seq: t.seq, Last: -1,
+		PromptChars: in.Chars, FirstUser: in.FirstUser}
 	t.seq++
-	place, known := t.mem.get(in.Hash, now)
+	t.mem.expire(now)
+	q := &t.query
+	*q = Query{Key: in.Hash, Blocks: in.Blocks, Chars: in.Chars}
+	for _, ix := range t.idx {
+		ix.Lookup(q, t, now)
+	}
+	place, known := q.Place, q.Known
 	if known {
 		if i := t.index[place.Replica]; i >= 0 {
 			req.Last, req.CachedTokens = int(i), int(place.Cached)
 		}
 	}
 	req.PromptTokens = min(t.estimate(in, place, known), MaxCharge/2)
+	defer t.clearMatches()
 
 	v := &t.view
-	*v = policy.View{Names: s.names, Ring: s.ring, Loads: t.loads, Total: t.total, Visited: t.visited}
+	*v = policy.View{Names: s.names, Ring: s.ring, Rows: t.rows, Total: t.total, Visited: t.visited, Now: now}
 	if len(exclude) > 0 || t.nDown > 0 {
 		v.Exclude = t.excl
 		copy(v.Exclude, t.downBits)
@@ -271,18 +365,58 @@ func (t *Table) Route(in Input, now int64, exclude ...string) (Ticket, policy.De
 	d := t.pol.Pick(req, v)
 	r := d.Replica
 	d.Charge = min(max(d.Charge, 0), MaxCharge)
-	t.loads[r].Requests++
-	t.loads[r].Tokens = satAdd(t.loads[r].Tokens, d.Charge)
+	t.rows[r].Load.Requests++
+	t.rows[r].Load.Tokens = satAdd(t.rows[r].Load.Tokens, d.Charge)
 	t.total.Requests++
 	t.total.Tokens = satAdd(t.total.Tokens, d.Charge)
 	tk := Ticket{
 		Replica: s.replicas[r], Index: r, Charge: d.Charge, EstPrompt: req.PromptTokens,
 		id: s.ids[r], gen: t.gen[s.ids[r]], key: in.Hash, chars: int32(min(in.Chars, math.MaxInt32)),
+		blocks: in.Blocks, match: t.rows[r].Match,
 	}
 	if req.Last == r {
 		tk.ExpectCached = req.CachedTokens
+	} else if req.Last >= 0 && req.CachedTokens > 0 {
+		tk.Moved = true
+	}
+	// The indexers see a copy held by the table: passed through the
+	// interface, the caller's ticket would escape to the heap.
+	t.tk = tk
+	for _, ix := range t.idx {
+		ix.Routed(q, &t.tk, now)
 	}
 	return tk, d, nil
+}
+
+// SetMatch raises row i's Match to tokens (an indexer's Lookup calls it).
+func (t *Table) SetMatch(i int, tokens int) {
+	row := &t.rows[i]
+	if tokens <= row.Match {
+		return
+	}
+	if row.Match == 0 {
+		t.touched = append(t.touched, int32(i))
+	}
+	row.Match = tokens
+}
+
+// IDs returns the interned ids of the snapshot's replicas, indexed like the
+// view's rows (indexers' Lookup reads it).
+func (t *Table) IDs() []uint32 { return t.snap.ids }
+
+// IndexOf returns the row index of interned id, or -1 (not in the set).
+func (t *Table) IndexOf(id uint32) int {
+	if int(id) >= len(t.index) {
+		return -1
+	}
+	return int(t.index[id])
+}
+
+func (t *Table) clearMatches() {
+	for _, i := range t.touched {
+		t.rows[i].Match = 0
+	}
+	t.touched = t.touched[:0]
 }
 
 // estimate returns the prompt token estimate: exact when the request carries
@@ -328,20 +462,14 @@ func (t *Table) Release(tk *Ticket, out Outcome, now int64) Feedback {
 	defer t.mu.Unlock()
 	t.uncharge(tk)
 	var fb Feedback
-	if !out.OK {
-		return fb
-	}
-	prompt, predicted := tk.EstPrompt, 0
-	if out.Known {
-		prompt, predicted = out.CacheN+out.PromptN, out.PredictedN
+	if out.OK && out.Known {
 		fb.CacheLost = tk.ExpectCached > 0 && out.CacheN*2 < tk.ExpectCached
 	}
-	t.mem.put(tk.key, Place{
-		Replica: tk.id,
-		Cached:  int32(min(prompt+predicted, math.MaxInt32)),
-		Prompt:  int32(min(prompt, math.MaxInt32)),
-		Chars:   tk.chars,
-	}, now)
+	t.tk = *tk // as in Route: a copy, so that tk does not escape
+	for _, ix := range t.idx {
+		ix.Finished(&t.tk, out, now)
+	}
+	t.mem.expire(now)
 	return fb
 }
 
@@ -350,8 +478,8 @@ func (t *Table) uncharge(tk *Ticket) {
 		return // the replica left (and maybe rejoined) since: its counters were reset
 	}
 	if i := t.index[tk.id]; i >= 0 {
-		t.loads[i].Requests = max(t.loads[i].Requests-1, 0)
-		t.loads[i].Tokens = max(t.loads[i].Tokens-tk.Charge, 0)
+		t.rows[i].Load.Requests = max(t.rows[i].Load.Requests-1, 0)
+		t.rows[i].Load.Tokens = max(t.rows[i].Load.Tokens-tk.Charge, 0)
 		t.total.Requests = max(t.total.Requests-1, 0)
 		t.total.Tokens = max(t.total.Tokens-tk.Charge, 0)
 	}
@@ -381,6 +509,7 @@ type Status struct {
 type ReplicaStatus struct {
 	replicaset.Replica
 	Load      policy.Load
+	Reported  policy.Reported
 	RingShare float64 // share of the hash space it is home for
 	Healthy   bool    // false while its health checks fail (SetHealthy)
 }
@@ -402,7 +531,8 @@ func (t *Table) Status() Status {
 	defer t.mu.Unlock()
 	st := Status{Policy: t.pol.Name(), Memory: t.mem.len(), Replicas: make([]ReplicaStatus, len(t.snap.names))}
 	for i, r := range t.snap.replicas {
-		st.Replicas[i] = ReplicaStatus{Replica: r, Load: t.loads[i], RingShare: t.snap.share[i], Healthy: !t.down[t.snap.ids[i]]}
+		st.Replicas[i] = ReplicaStatus{Replica: r, Load: t.rows[i].Load, Reported: t.rows[i].Reported,
+			RingShare: t.snap.share[i], Healthy: !t.down[t.snap.ids[i]]}
 	}
 	return st
 }

@@ -22,8 +22,15 @@ func replicas(names ...string) []replicaset.Replica {
 }
 
 func newTable(t testing.TB, pol string) *Table {
-	p, err := policy.New(pol, policy.Params{Epsilon: 0.25, Unit: policy.Tokens, CacheAwareLoad: true,
-		PlacementMemory: true, LongStickiness: true, LongPromptTokens: 800, LongCapFactor: 2})
+	var set policy.Settings
+	switch pol {
+	case "bounded":
+		set = &policy.Bounded{Epsilon: 0.25, Unit: policy.Tokens}
+	case "llm-aware":
+		set = &policy.LLMAware{Epsilon: 0.25, CacheAwareLoad: true,
+			PlacementMemory: true, LongStickiness: true, LongPromptTokens: 800, LongCapFactor: 2}
+	}
+	p, err := policy.New(pol, set)
 	if err != nil {
 		t.Fatal(err)
 	}

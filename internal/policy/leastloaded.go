@@ -1,0 +1,72 @@
+package policy
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Least sends each request to the replica with the fewest requests in
+// flight, as KubeAI's default LeastLoad strategy does. Ties go to the
+// replica met first walking the ring clockwise from the conversation's home,
+// so that a lone conversation stays home (keeping its cache) and router
+// instances with the same view agree. It is the worked example of adding a
+// policy (docs/design.md, "Adding a policy"): this file and one registry row.
+type Least struct{}
+
+var _ Policy = Least{}
+
+// Fewest: the replica had the fewest requests in flight.
+const Fewest Reason = "fewest"
+
+// Name implements Policy.
+func (Least) Name() string { return "least-loaded" }
+
+// Pick implements Policy.
+func (Least) Pick(req *Request, v *View) Decision {
+	var d Decision
+	d.Trace.begin("least-loaded", req, v)
+	d.Trace.Explain = explainLeast
+	home := v.ringHome(req.Hash)
+	d.Trace.Home = home
+	// The minimum first (O(N)), then the ring walk stops at the first
+	// replica that has it: usually within a few steps of the home.
+	fewest := v.Rows[v.leastRequests()].Load.Requests
+	best := home
+	if v.Rows[home].Load.Requests != fewest {
+		pos := v.Ring.Search(req.Hash)
+		for i := 0; i < v.Ring.Len(); i++ {
+			if r := v.Ring.Replica(pos + i); !v.Excluded(r) && v.Rows[r].Load.Requests == fewest {
+				best = r
+				break
+			}
+		}
+		if v.Rows[best].Load.Requests != fewest { // not on the ring walk (cannot happen with a full ring)
+			best = v.leastRequests()
+		}
+	}
+	for r := range min(len(v.Names), MaxTraceLoads) {
+		d.Trace.Loads[r] = v.Rows[r].Load.Requests
+	}
+	d.Replica, d.Reason, d.Charge = best, Fewest, wholeCost(req)
+	return d
+}
+
+
+func explainLeast(d *Decision, b *strings.Builder) {
+	t := &d.Trace
+	b.WriteString("\n  in flight (requests): ")
+	for r := range min(t.N, MaxTraceLoads) {
+		if r > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(b, "%s=%d", t.name(r), t.Loads[r])
+	}
+	if t.N > MaxTraceLoads {
+		fmt.Fprintf(b, " … (%d replicas)", t.N)
+	}
+	if d.Replica == t.Home {
+		fmt.Fprintf(b, "\n  ring home %s has the fewest → %s", t.name(t.Home), t.name(d.Replica))
+	} else {
+		fmt.Fprintf(b, "\n  ring home %s is busier; first replica with the fewest clockwise from it → %s", t.name(t.Home), t.name(d.Replica))
+	}
+}

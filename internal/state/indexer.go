@@ -1,0 +1,85 @@
+package state
+
+// Indexer is routing state that learns where prompts are cached: placement
+// memory (always the first), the prefix index, and whatever else is added.
+// A Table calls its indexers under its lock, in the live router and the
+// simulator alike, so an indexer needs no locking of its own; it must not
+// block, must be deterministic (no clock: now is the driver's, in ns; no
+// map-order dependence), and must not keep the Query or its slices.
+type Indexer interface {
+	// Lookup tells what the indexer believes each replica holds of q's
+	// prompt: it raises rows' Match through t.SetMatch (t.IDs gives the
+	// interned replica id of each row). Placement memory also fills
+	// q.Place and q.Known.
+	Lookup(q *Query, t *Table, now int64)
+	// Routed is called once the policy picked tk's replica: an optimistic
+	// insert (the replica will probably hold the prompt once it answers).
+	Routed(q *Query, tk *Ticket, now int64)
+	// Finished is called when the request ends: out says whether the
+	// replica answered and, if Known, its counts (prompt tokens reused from
+	// its cache, processed, generated). The correction happens here.
+	Finished(tk *Ticket, out Outcome, now int64)
+	// Forget is called when replica id leaves the set.
+	Forget(id uint32)
+	// Reset forgets everything (a new experiment run).
+	Reset()
+}
+
+// Query is one request as the indexers see it during Route.
+type Query struct {
+	Key    uint64   // conversation key hash
+	Blocks []uint64 // prompt block hashes
+	Chars  int      // prompt characters
+
+	// Set by placement memory's Lookup: where the conversation was last
+	// served, and what the replica reported then.
+	Place Place
+	Known bool
+}
+
+var _ Indexer = (*memory)(nil)
+
+// Lookup implements Indexer: the conversation's last place, if known and
+// fresh; its replica's Match is the tokens cached there after that turn.
+func (m *memory) Lookup(q *Query, t *Table, now int64) {
+	q.Place, q.Known = m.get(q.Key, now)
+	if !q.Known {
+		return
+	}
+	if i := t.IndexOf(q.Place.Replica); i >= 0 {
+		t.SetMatch(i, int(q.Place.Cached))
+	}
+}
+
+// Routed implements Indexer: placement memory learns only from answers.
+func (m *memory) Routed(*Query, *Ticket, int64) {}
+
+// Finished implements Indexer: a successful answer records where the
+// conversation now lives and how many of its tokens are cached there (the
+// prompt and the answer, as reported; estimated when the answer had no
+// counts).
+func (m *memory) Finished(tk *Ticket, out Outcome, now int64) {
+	if !out.OK {
+		return
+	}
+	prompt, predicted := tk.EstPrompt, 0
+	if out.Known {
+		prompt, predicted = out.CacheN+out.PromptN, out.PredictedN
+	}
+	m.put(tk.key, Place{
+		Replica: tk.id,
+		Cached:  int32(min(prompt+predicted, maxInt32)),
+		Prompt:  int32(min(prompt, maxInt32)),
+		Chars:   tk.chars,
+	}, now)
+}
+
+const maxInt32 = 1<<31 - 1
+
+// Forget implements Indexer. Entries that point to a replica which left
+// stay: Route ignores them while it is away, and if it comes back the
+// cache-lost check corrects them on its first answer.
+func (m *memory) Forget(uint32) {}
+
+// Reset implements Indexer.
+func (m *memory) Reset() { m.reset() }

@@ -1,0 +1,104 @@
+package state
+
+import (
+	"time"
+
+	"github.com/llm-ring/llm-ring/internal/prefix"
+)
+
+// PrefixConfig sizes the approximate prefix index (config key prefix_index);
+// BlockChars 0 means no prefix index.
+type PrefixConfig struct {
+	BlockChars     int           // characters per block (the drivers hash with the same size)
+	CapacityTokens int64         // per replica, approximating its prompt cache
+	TTL            time.Duration // forget a block not sent for this long
+}
+
+// prefixIndexer is the second indexer: per replica, the prompt blocks it was
+// sent (prefix.Index), so that a prompt shared across conversations (a long
+// system prompt, a document many users ask about) is found where it was
+// processed, not only where its own conversation was last served.
+type prefixIndexer struct {
+	ix  *prefix.Index
+	cfg prefix.Config
+	out []int32 // scratch for Match, grown to the replica count
+}
+
+var _ Indexer = (*prefixIndexer)(nil)
+
+func newPrefixIndexer(c PrefixConfig, charsPerToken float64) (*prefixIndexer, error) {
+	cfg := prefix.Config{BlockChars: c.BlockChars, CharsPerToken: charsPerToken,
+		CapacityTokens: c.CapacityTokens, TTL: int64(c.TTL)}
+	ix, err := prefix.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &prefixIndexer{ix: ix, cfg: cfg}, nil
+}
+
+// Lookup implements Indexer: the tokens of the prompt's leading blocks each
+// replica holds.
+func (p *prefixIndexer) Lookup(q *Query, t *Table, now int64) {
+	if len(q.Blocks) == 0 {
+		return
+	}
+	ids := t.IDs()
+	if cap(p.out) < len(ids) {
+		p.out = make([]int32, len(ids))
+	}
+	out := p.out[:len(ids)]
+	p.ix.Match(q.Blocks, now, ids, out)
+	for i, n := range out {
+		if n > 0 {
+			t.SetMatch(i, int(p.cfg.Tokens(n)))
+		}
+	}
+}
+
+// Routed implements Indexer: optimistic insert of the prompt's blocks on the
+// chosen replica.
+func (p *prefixIndexer) Routed(q *Query, tk *Ticket, now int64) {
+	if len(q.Blocks) > 0 {
+		p.ix.Insert(tk.id, q.Blocks, now)
+	}
+}
+
+// Finished implements Indexer. The correction: a turn that expected a hit
+// (the view's Match on its replica) and got less than half of it from the
+// replica's own report shows that the replica lost more than the index
+// modelled (a restart, or an eviction that LRU at our capacity did not
+// predict). Its blocks are dropped, and this prompt, which it has just
+// processed and now holds, is inserted again.
+func (p *prefixIndexer) Finished(tk *Ticket, out Outcome, now int64) {
+	if !out.OK || !out.Known || tk.match == 0 || out.CacheN*2 >= tk.match || len(tk.blocks) == 0 {
+		return
+	}
+	p.ix.Forget(tk.id)
+	p.ix.Insert(tk.id, tk.blocks, now)
+}
+
+// Forget implements Indexer.
+func (p *prefixIndexer) Forget(id uint32) { p.ix.Forget(id) }
+
+// Reset implements Indexer.
+func (p *prefixIndexer) Reset() {
+	ix, err := prefix.New(p.cfg)
+	if err != nil {
+		panic(err) // the same configuration was valid when the indexer was made
+	}
+	p.ix = ix
+}
+
+// PrefixStats returns the prefix index's size (nil without one), for
+// /replicas and metrics.
+func (t *Table) PrefixStats() *prefix.Stats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, ix := range t.idx {
+		if p, ok := ix.(*prefixIndexer); ok {
+			st := p.ix.Stats()
+			return &st
+		}
+	}
+	return nil
+}
