@@ -69,8 +69,8 @@ func (c Config) Tokens(blocks int32) int64 { return int64(float64(blocks) * c.Bl
 // to a few thousand). Time is an int64 in ns passed by the caller, expected
 // not to go backwards: per replica, a time earlier than one already seen
 // counts as the latest seen. An Index is not safe for concurrent use: the
-// caller's lock guards it (Match and Stats only read, so a read lock is
-// enough for them).
+// caller's lock guards it, an exclusive one (Match drops expired blocks; only
+// Stats just reads).
 //
 // The only mutators of what replicas hold are Insert and Evict (plus Forget
 // and Expire, which drop whole replicas and expired blocks).
@@ -85,10 +85,11 @@ func (c Config) Tokens(blocks int32) int64 { return int64(float64(blocks) * c.Bl
 //
 // Match walks the prompt's blocks in order with the bitset of the candidate
 // replicas still matching and stops when it is empty: one map lookup per
-// matched block, whatever the number of replicas. Replicas in slots >= 64,
-// and replicas holding an expired block not yet dropped (the tail of their
-// LRU list is older than the TTL), are matched exactly through their own map
-// instead, one lookup per block per such replica.
+// matched block, whatever the number of replicas. Replicas in slots >= 64 are
+// matched through their own map instead, one lookup per block per replica
+// still matching. Expired blocks are always the tail of their replica's LRU
+// list (touch times only grow towards the head), so dropping them before a
+// lookup costs one comparison per candidate plus one step per dropped block.
 type Index struct {
 	cfg       Config
 	capBlocks int32
@@ -263,8 +264,8 @@ func (ix *Index) Forget(replica uint32) {
 // The work is one check per replica plus one step per dropped block, so
 // memory falls even for replicas never looked up again; each block is
 // dropped once, so calling Expire on a timer costs O(replicas) amortized.
-// (Insert also drops its replica's expired blocks, and Match never counts
-// them, so calling Expire is only about memory.)
+// (Insert and Match also drop the expired blocks of the replicas they
+// touch, so calling Expire is only about memory.)
 func (ix *Index) Expire(now int64) int {
 	if ix.cfg.TTL == 0 {
 		return 0
@@ -296,14 +297,12 @@ func (ix *Index) expireSlot(s int32, now int64) int {
 // Match fills out[i] with the number of leading blocks of a prompt that
 // replicas[i] holds: blocks[0..out[i]) are all held, unexpired at now, and
 // blocks[out[i]] is not. Unknown replicas hold nothing. out must be at least
-// as long as replicas. Match allocates nothing and changes nothing.
+// as long as replicas. Match allocates nothing; it first drops the
+// candidates' expired blocks (invisible anyway; each block is dropped once),
+// so that it never has to check a block's age.
 func (ix *Index) Match(blocks []uint64, now int64, replicas []uint32, out []int32) {
 	if len(out) < len(replicas) {
 		panic("prefix: Index.Match: out is shorter than replicas")
-	}
-	cutoff := int64(math.MinInt64)
-	if ix.cfg.TTL > 0 {
-		cutoff = now - ix.cfg.TTL
 	}
 	var fast uint64 // slots matched through the bitset
 	for k, id := range replicas {
@@ -312,12 +311,14 @@ func (ix *Index) Match(blocks []uint64, now int64, replicas []uint32, out []int3
 		if s < 0 || len(blocks) == 0 {
 			continue
 		}
-		r := &ix.reps[s]
-		if s < 64 && (r.tail == nilNode || ix.nodes[r.tail].touched >= cutoff) {
+		// With its expired blocks gone, what a replica holds is exactly
+		// what it holds unexpired.
+		ix.expireSlot(s, now)
+		if s < 64 {
 			fast |= 1 << uint(s)
 			continue
 		}
-		out[k] = ix.matchSlot(r, blocks, cutoff)
+		out[k] = ix.matchSlot(&ix.reps[s], blocks)
 	}
 	if fast == 0 {
 		return
@@ -343,10 +344,9 @@ func (ix *Index) Match(blocks []uint64, now int64, replicas []uint32, out []int3
 }
 
 // matchSlot is Match for one replica through its own map.
-func (ix *Index) matchSlot(r *rep, blocks []uint64, cutoff int64) int32 {
+func (ix *Index) matchSlot(r *rep, blocks []uint64) int32 {
 	for i, b := range blocks {
-		n, ok := r.where[b]
-		if !ok || ix.nodes[n].touched < cutoff {
+		if _, ok := r.where[b]; !ok {
 			return int32(i)
 		}
 	}

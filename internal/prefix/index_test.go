@@ -118,10 +118,14 @@ func TestPromptLongerThanCapacityKeepsItsLeadingBlocks(t *testing.T) {
 }
 
 func TestTTL(t *testing.T) {
-	ix := tiny(t, 100, 10)
-	ix.Insert(0, []uint64{1, 2}, 0)
-	ix.Insert(0, []uint64{1}, 5) // touches 1 only
-	ix.Insert(1, []uint64{1, 2}, 8)
+	fill := func() *prefix.Index {
+		ix := tiny(t, 100, 10)
+		ix.Insert(0, []uint64{1, 2}, 0)
+		ix.Insert(0, []uint64{1}, 5) // touches 1 only
+		ix.Insert(1, []uint64{1, 2}, 8)
+		return ix
+	}
+	ix := fill()
 	for _, tc := range []struct {
 		now  int64
 		want []int32 // replicas 0 and 1
@@ -135,14 +139,24 @@ func TestTTL(t *testing.T) {
 			t.Errorf("at %d: Match = %v, want %v", tc.now, got, tc.want)
 		}
 	}
-	if n := ix.Expire(16); n != 2 {
-		t.Errorf("Expire(16) dropped %d, want 2 (both blocks of replica 0)", n)
-	}
-	if st := ix.Stats(); st.Pairs != 2 || st.Blocks != 2 {
-		t.Errorf("after Expire(16): %+v, want replica 1's 2 blocks", st)
-	}
-	if n := ix.Expire(100); n != 2 || ix.Stats().Pairs != 0 || ix.Stats().Blocks != 0 {
-		t.Errorf("Expire(100) dropped %d, left %+v", n, ix.Stats())
+	// Expire frees the memory of blocks nobody looks up.
+	ix = fill()
+	for _, tc := range []struct {
+		now     int64
+		dropped int
+		pairs   int
+	}{
+		{10, 0, 4},  // nothing older than the TTL yet
+		{11, 1, 3},  // block 2 on replica 0
+		{16, 1, 2},  // block 1 on replica 0
+		{100, 2, 0}, // replica 1's blocks
+	} {
+		if n := ix.Expire(tc.now); n != tc.dropped {
+			t.Errorf("Expire(%d) dropped %d, want %d", tc.now, n, tc.dropped)
+		}
+		if st := ix.Stats(); st.Pairs != tc.pairs || st.Blocks != min(tc.pairs, 2) {
+			t.Errorf("after Expire(%d): %+v, want %d pairs", tc.now, st, tc.pairs)
+		}
 	}
 }
 
@@ -237,6 +251,10 @@ func (r *reference) insert(id uint32, blocks []uint64, now int64) {
 }
 
 func (r *reference) match(blocks []uint64, now int64, id uint32) int32 {
+	if list, ok := r.reps[id]; ok && len(blocks) > 0 {
+		// Like the Index, Match drops a candidate's expired blocks.
+		r.reps[id] = slices.DeleteFunc(list, func(e refEntry) bool { return r.expired(e, now) })
+	}
 	for i, b := range blocks {
 		k := slices.IndexFunc(r.reps[id], func(e refEntry) bool { return e.block == b })
 		if k < 0 || r.expired(r.reps[id][k], now) {
