@@ -1,0 +1,481 @@
+package prefix
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+)
+
+// Config sizes an Index. The names in errors are the keys of the router's
+// prefix_index settings.
+type Config struct {
+	BlockChars     int     // characters (bytes) per block: the Hasher's block size
+	CharsPerToken  float64 // converts a block to tokens: capacity accounting, Tokens
+	CapacityTokens int64   // per replica; least recently touched blocks are evicted beyond it
+	TTL            int64   // ns; a block not touched for longer is gone (0: no TTL)
+}
+
+// MaxCapacityBlocks bounds a replica's capacity in blocks (capacity_tokens
+// divided by the tokens of a block).
+const MaxCapacityBlocks = 1 << 24
+
+// Validate reports the first invalid setting, by name.
+func (c Config) Validate() error {
+	switch {
+	case c.BlockChars < 1:
+		return fmt.Errorf("block_chars: must be >= 1, got %d", c.BlockChars)
+	case !(c.CharsPerToken > 0) || math.IsInf(c.CharsPerToken, 0):
+		return fmt.Errorf("chars_per_token: must be a positive number, got %g", c.CharsPerToken)
+	case c.CapacityTokens < 1:
+		return fmt.Errorf("capacity_tokens: must be >= 1, got %d", c.CapacityTokens)
+	case c.TTL < 0:
+		return fmt.Errorf("ttl: must be >= 0 (0: no TTL), got %d", c.TTL)
+	}
+	switch n := c.capacityBlocks(); {
+	case n < 1:
+		return fmt.Errorf("capacity_tokens: %d tokens hold no block of %g tokens (block_chars %d / chars_per_token %g)",
+			c.CapacityTokens, c.BlockTokens(), c.BlockChars, c.CharsPerToken)
+	case n > MaxCapacityBlocks:
+		return fmt.Errorf("capacity_tokens: %d tokens are %.0f blocks, more than the %d a replica may hold",
+			c.CapacityTokens, n, MaxCapacityBlocks)
+	}
+	return nil
+}
+
+// BlockTokens is the number of tokens a block stands for.
+func (c Config) BlockTokens() float64 { return float64(c.BlockChars) / c.CharsPerToken }
+
+// CapacityBlocks is a replica's capacity in blocks: CapacityTokens divided by
+// BlockTokens, rounded down.
+func (c Config) CapacityBlocks() int { return int(c.capacityBlocks()) }
+
+func (c Config) capacityBlocks() float64 {
+	return math.Floor(float64(c.CapacityTokens) / c.BlockTokens())
+}
+
+// Tokens converts a number of blocks (a Match result) to tokens, rounded down.
+func (c Config) Tokens(blocks int32) int64 { return int64(float64(blocks) * c.BlockTokens()) }
+
+// Index is an approximate, per-replica record of which prompt blocks each
+// replica probably holds in its KV / prompt cache: the blocks it was sent
+// (inserted optimistically when a request is routed there), least recently
+// touched first evicted at a capacity in tokens that approximates the
+// replica's cache, and forgotten after a TTL. Corrections (Evict) remove what
+// a replica turned out not to hold.
+//
+// Replicas are small uint32 ids interned by the caller; ids may be sparse (up
+// to a few thousand). Time is an int64 in ns passed by the caller, expected
+// not to go backwards: per replica, a time earlier than one already seen
+// counts as the latest seen. An Index is not safe for concurrent use: the
+// caller's lock guards it, an exclusive one (Match drops expired blocks; only
+// Stats just reads).
+//
+// The only mutators of what replicas hold are Insert and Evict (plus Forget
+// and Expire, which drop whole replicas and expired blocks).
+//
+// Layout. One map from block hash to an entry holding a bitset of the
+// replicas (internal slots 0..63) that hold the block and a holder count;
+// per replica a map from block hash to its node, and an intrusive LRU list of
+// nodes (block, replica, last touch) in one slab with int32 links and a free
+// list, so memory is bounded by capacity and steady-state work allocates
+// nothing. Each replica gets the lowest free internal slot; the first 64 live
+// replicas get bits in the bitset.
+//
+// Match walks the prompt's blocks in order with the bitset of the candidate
+// replicas still matching and stops when it is empty: one map lookup per
+// matched block, whatever the number of replicas. Replicas in slots >= 64 are
+// matched through their own map instead, one lookup per block per replica
+// still matching. Expired blocks are always the tail of their replica's LRU
+// list (touch times only grow towards the head), so dropping them before a
+// lookup costs one comparison per candidate plus one step per dropped block.
+type Index struct {
+	cfg       Config
+	capBlocks int32
+
+	blocks map[uint64]entry
+	slotOf []int32 // by replica id: slot+1, 0 when unknown
+	reps   []rep   // by slot
+	nodes  []node  // slab; free nodes are linked through next
+	free   int32   // head of the free list, nilNode if empty
+	used   int     // nodes in use
+}
+
+const nilNode = -1
+
+type entry struct {
+	mask    uint64 // holders among slots 0..63
+	holders int32  // all holders
+}
+
+type node struct {
+	block      uint64
+	touched    int64
+	prev, next int32 // LRU list of the slot (prev towards the head: more recent)
+	slot       int32
+}
+
+type rep struct {
+	id         uint32
+	live       bool
+	head, tail int32 // most and least recently touched
+	count      int32
+	newest     int64 // latest touch time seen
+	where      map[uint64]int32
+}
+
+// New returns an empty Index. Errors name the invalid setting.
+func New(cfg Config) (*Index, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Index{
+		cfg:       cfg,
+		capBlocks: int32(cfg.CapacityBlocks()),
+		blocks:    make(map[uint64]entry),
+		free:      nilNode,
+	}, nil
+}
+
+// Config returns the Index's configuration.
+func (ix *Index) Config() Config { return ix.cfg }
+
+// slot returns the slot of a replica, or -1.
+func (ix *Index) slot(id uint32) int32 {
+	if int(id) >= len(ix.slotOf) {
+		return -1
+	}
+	return ix.slotOf[id] - 1
+}
+
+// addSlot gives a new replica the lowest free slot.
+func (ix *Index) addSlot(id uint32) int32 {
+	if int(id) >= len(ix.slotOf) {
+		ix.slotOf = append(ix.slotOf, make([]int32, int(id)+1-len(ix.slotOf))...)
+	}
+	s := int32(len(ix.reps))
+	for i := range ix.reps {
+		if !ix.reps[i].live {
+			s = int32(i)
+			break
+		}
+	}
+	if int(s) == len(ix.reps) {
+		ix.reps = append(ix.reps, rep{})
+	}
+	ix.reps[s] = rep{
+		id:    id,
+		live:  true,
+		head:  nilNode,
+		tail:  nilNode,
+		where: make(map[uint64]int32, min(int(ix.capBlocks), 1<<16)),
+	}
+	ix.slotOf[id] = s + 1
+	return s
+}
+
+// Insert records that replica was sent a prompt with these blocks (in prompt
+// order): they are now probably in its cache, touched at now. Blocks it
+// already holds are touched; new ones may evict its least recently touched
+// blocks beyond the capacity. The blocks are touched last to first, so the
+// leading blocks of a prompt, which later prompts share most, are the most
+// recent and the last to be evicted; a prompt longer than the capacity keeps
+// its leading blocks. Insert first drops the replica's expired blocks.
+func (ix *Index) Insert(replica uint32, blocks []uint64, now int64) {
+	if len(blocks) == 0 {
+		return
+	}
+	s := ix.slot(replica)
+	if s < 0 {
+		s = ix.addSlot(replica)
+	}
+	r := &ix.reps[s]
+	if now < r.newest {
+		now = r.newest
+	}
+	r.newest = now
+	ix.expireSlot(s, now)
+	for i := len(blocks) - 1; i >= 0; i-- {
+		b := blocks[i]
+		if n, ok := r.where[b]; ok {
+			ix.nodes[n].touched = now
+			ix.moveToFront(r, n)
+			continue
+		}
+		if r.count >= ix.capBlocks {
+			ix.remove(r.tail)
+		}
+		n := ix.alloc()
+		ix.nodes[n] = node{block: b, touched: now, prev: nilNode, next: r.head, slot: s}
+		if r.head != nilNode {
+			ix.nodes[r.head].prev = n
+		} else {
+			r.tail = n
+		}
+		r.head = n
+		r.count++
+		r.where[b] = n
+		e := ix.blocks[b]
+		e.holders++
+		if s < 64 {
+			e.mask |= 1 << uint(s)
+		}
+		ix.blocks[b] = e
+	}
+}
+
+// Evict drops blocks[from:] from replica: the replica reported it did not
+// have them (for example, a turn that expected a cache hit got none). Blocks
+// it does not hold are ignored.
+func (ix *Index) Evict(replica uint32, blocks []uint64, from int) {
+	s := ix.slot(replica)
+	if s < 0 {
+		return
+	}
+	r := &ix.reps[s]
+	for _, b := range blocks[min(max(from, 0), len(blocks)):] {
+		if n, ok := r.where[b]; ok {
+			ix.remove(n)
+		}
+	}
+}
+
+// Forget drops everything replica holds: it left the replica set. Its slot
+// is reused by the next new replica.
+func (ix *Index) Forget(replica uint32) {
+	s := ix.slot(replica)
+	if s < 0 {
+		return
+	}
+	r := &ix.reps[s]
+	for n := r.head; n != nilNode; {
+		next := ix.nodes[n].next
+		ix.unhold(ix.nodes[n].block, s)
+		ix.release(n)
+		n = next
+	}
+	ix.reps[s] = rep{head: nilNode, tail: nilNode}
+	ix.slotOf[replica] = 0
+}
+
+// Expire drops every block not touched for longer than the TTL and returns
+// how many (block, replica) pairs it dropped; with no TTL it does nothing.
+// The work is one check per replica plus one step per dropped block, so
+// memory falls even for replicas never looked up again; each block is
+// dropped once, so calling Expire on a timer costs O(replicas) amortized.
+// (Insert and Match also drop the expired blocks of the replicas they
+// touch, so calling Expire is only about memory.)
+func (ix *Index) Expire(now int64) int {
+	if ix.cfg.TTL == 0 {
+		return 0
+	}
+	dropped := 0
+	for s := range ix.reps {
+		if ix.reps[s].live {
+			dropped += ix.expireSlot(int32(s), now)
+		}
+	}
+	return dropped
+}
+
+// expireSlot drops a slot's expired blocks, from its LRU tail.
+func (ix *Index) expireSlot(s int32, now int64) int {
+	if ix.cfg.TTL == 0 {
+		return 0
+	}
+	cutoff := now - ix.cfg.TTL
+	r := &ix.reps[s]
+	dropped := 0
+	for r.tail != nilNode && ix.nodes[r.tail].touched < cutoff {
+		ix.remove(r.tail)
+		dropped++
+	}
+	return dropped
+}
+
+// Match fills out[i] with the number of leading blocks of a prompt that
+// replicas[i] holds: blocks[0..out[i]) are all held, unexpired at now, and
+// blocks[out[i]] is not. Unknown replicas hold nothing. out must be at least
+// as long as replicas. Match allocates nothing; it first drops the
+// candidates' expired blocks (invisible anyway; each block is dropped once),
+// so that it never has to check a block's age.
+func (ix *Index) Match(blocks []uint64, now int64, replicas []uint32, out []int32) {
+	if len(out) < len(replicas) {
+		panic("prefix: Index.Match: out is shorter than replicas")
+	}
+	var fast uint64 // slots matched through the bitset
+	for k, id := range replicas {
+		out[k] = 0
+		s := ix.slot(id)
+		if s < 0 || len(blocks) == 0 {
+			continue
+		}
+		// With its expired blocks gone, what a replica holds is exactly
+		// what it holds unexpired.
+		ix.expireSlot(s, now)
+		if s < 64 {
+			fast |= 1 << uint(s)
+			continue
+		}
+		out[k] = ix.matchSlot(&ix.reps[s], blocks)
+	}
+	if fast == 0 {
+		return
+	}
+	var depth [64]int32
+	alive := fast
+	i := 0
+	for ; i < len(blocks) && alive != 0; i++ {
+		held := alive & ix.blocks[blocks[i]].mask
+		for gone := alive &^ held; gone != 0; gone &= gone - 1 {
+			depth[bits.TrailingZeros64(gone)] = int32(i)
+		}
+		alive = held
+	}
+	for ; alive != 0; alive &= alive - 1 {
+		depth[bits.TrailingZeros64(alive)] = int32(len(blocks))
+	}
+	for k, id := range replicas {
+		if s := ix.slot(id); s >= 0 && s < 64 && fast&(1<<uint(s)) != 0 {
+			out[k] = depth[s]
+		}
+	}
+}
+
+// matchSlot is Match for one replica through its own map.
+func (ix *Index) matchSlot(r *rep, blocks []uint64) int32 {
+	for i, b := range blocks {
+		if _, ok := r.where[b]; !ok {
+			return int32(i)
+		}
+	}
+	return int32(len(blocks))
+}
+
+// moveToFront makes n the most recently touched node of r.
+func (ix *Index) moveToFront(r *rep, n int32) {
+	if r.head == n {
+		return
+	}
+	nd := &ix.nodes[n]
+	ix.nodes[nd.prev].next = nd.next // n is not the head, so prev exists
+	if nd.next != nilNode {
+		ix.nodes[nd.next].prev = nd.prev
+	} else {
+		r.tail = nd.prev
+	}
+	nd.prev = nilNode
+	nd.next = r.head
+	ix.nodes[r.head].prev = n
+	r.head = n
+}
+
+// remove drops node n: from its replica's list and map, and from the block's
+// holders.
+func (ix *Index) remove(n int32) {
+	nd := ix.nodes[n]
+	r := &ix.reps[nd.slot]
+	if nd.prev != nilNode {
+		ix.nodes[nd.prev].next = nd.next
+	} else {
+		r.head = nd.next
+	}
+	if nd.next != nilNode {
+		ix.nodes[nd.next].prev = nd.prev
+	} else {
+		r.tail = nd.prev
+	}
+	r.count--
+	delete(r.where, nd.block)
+	ix.unhold(nd.block, nd.slot)
+	ix.release(n)
+}
+
+// unhold removes slot s from the holders of block b.
+func (ix *Index) unhold(b uint64, s int32) {
+	e := ix.blocks[b]
+	e.holders--
+	if s < 64 {
+		e.mask &^= 1 << uint(s)
+	}
+	if e.holders <= 0 {
+		delete(ix.blocks, b)
+		return
+	}
+	ix.blocks[b] = e
+}
+
+func (ix *Index) alloc() int32 {
+	ix.used++
+	if ix.free != nilNode {
+		n := ix.free
+		ix.free = ix.nodes[n].next
+		return n
+	}
+	if len(ix.nodes) >= math.MaxInt32 {
+		panic(errTooManyNodes)
+	}
+	ix.nodes = append(ix.nodes, node{})
+	return int32(len(ix.nodes) - 1)
+}
+
+var errTooManyNodes = errors.New("prefix: more than 2^31-1 (block, replica) pairs; lower capacity_tokens")
+
+func (ix *Index) release(n int32) {
+	ix.used--
+	ix.nodes[n] = node{next: ix.free}
+	ix.free = n
+}
+
+// Stats is a summary of an Index.
+type Stats struct {
+	Replicas   int            // replicas holding state (inserted, not forgotten)
+	Pairs      int            // (block, replica) pairs held
+	Blocks     int            // distinct blocks held by some replica
+	PerReplica []ReplicaStats // by replica id
+	Bytes      int64          // estimated memory of the Index (see BytesPerPair)
+}
+
+// ReplicaStats is one replica's share of an Index.
+type ReplicaStats struct {
+	Replica uint32
+	Blocks  int
+}
+
+// Sizes behind Stats.Bytes: a node in the slab, a slot of the per-replica
+// map (uint64 → int32, padded) and of the block map (uint64 → entry), each
+// map slot with its control byte, at the Go map's 7/8 maximum load.
+const (
+	nodeBytes       = 32
+	whereSlotBytes  = 16 + 1
+	blockSlotBytes  = 24 + 1
+	mapLoadNumer    = 8
+	mapLoadDenom    = 7
+	repFixedBytes   = 64 // rep struct + slotOf entry + map header
+	indexFixedBytes = 256
+)
+
+// Stats summarizes the Index. It allocates (PerReplica); it is not meant for
+// the request path.
+func (ix *Index) Stats() Stats {
+	var st Stats
+	st.Pairs = ix.used
+	st.Blocks = len(ix.blocks)
+	whereSlots := 0
+	for _, r := range ix.reps {
+		if !r.live {
+			continue
+		}
+		st.Replicas++
+		st.PerReplica = append(st.PerReplica, ReplicaStats{Replica: r.id, Blocks: int(r.count)})
+		whereSlots += max(int(r.count), min(int(ix.capBlocks), 1<<16))
+	}
+	slices.SortFunc(st.PerReplica, func(a, b ReplicaStats) int { return int(a.Replica) - int(b.Replica) })
+	st.Bytes = indexFixedBytes +
+		int64(cap(ix.nodes))*nodeBytes +
+		int64(len(ix.reps)+len(ix.slotOf))*repFixedBytes/2 +
+		int64(whereSlots)*whereSlotBytes*mapLoadNumer/mapLoadDenom +
+		int64(st.Blocks)*blockSlotBytes*mapLoadNumer/mapLoadDenom
+	return st
+}
