@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/llm-ring/llm-ring/internal/policy"
 	"io"
 	"os"
 	"path/filepath"
@@ -31,7 +32,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := newFlagSet("demo", stderr)
 	outDir := fs.String("out-dir", "", "folder for the runs (runs/) and the analysis (default: a new folder under the OS temp dir)")
 	profile := fs.String("profile", "quick", "traffic profile: an embedded name (quick, standard) or a JSON file")
-	policies := fs.String("policies", "all", "policies to compare, space- or comma-separated; all = round-robin, mod-n, consistent, bounded, llm-aware")
+	policies := fs.String("policies", "study", "policies to compare, space- or comma-separated; study = the study's five ("+strings.Join(policy.StudyNames(), ", ")+"); all = every registered policy")
 	seed := fs.Int64("seed", 1, "traffic seed")
 	replicas := fs.Int("replicas", 3, "simulated replicas at the start")
 	speed := fs.Float64("speed", demoSpeed, "model time runs this many times faster than wall time")

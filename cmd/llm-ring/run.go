@@ -180,6 +180,8 @@ func parsePolicies(s string) ([]string, error) {
 			continue
 		case p == "all":
 			out = append(out, policy.Names()...)
+		case p == "study":
+			out = append(out, policy.StudyNames()...)
 		default:
 			out = append(out, p)
 		}

@@ -213,8 +213,8 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 		fs.PrintDefaults()
 	}
 	policies := fs.String("policies", "all",
-		"policies to run, space- or comma-separated; all: the five policies ("+strings.Join(policy.Names(), ", ")+
-			"); variants for ablations: "+strings.Join(sim.DescribeVariants(), "; "))
+		"policies to run, space- or comma-separated; all: every registered policy ("+strings.Join(policy.Names(), ", ")+
+			"); study: the study's five; variants for ablations: "+strings.Join(sim.DescribeVariants(), "; "))
 	profile := fs.String("profile", "standard", "traffic profile: a JSON file, or an embedded name (quick, standard)")
 	seed := fs.Int64("seed", 1, "traffic seed (one run per policy)")
 	seeds := fs.String("seeds", "", "several seeds instead of --seed: a list or ranges, e.g. 1-10 or 1,2,3 or 1-3,7")
@@ -252,13 +252,17 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 		if p = strings.TrimSpace(p); p == "" {
 			continue
 		}
-		if p == "all" {
-			for _, q := range policy.Names() {
+		if p == "all" || p == "study" {
+			group := policy.Names()
+			if p == "study" {
+				group = policy.StudyNames()
+			}
+			for _, q := range group {
 				if slices.Contains(o.policies, q) {
 					return nil, usageError{fmt.Errorf("--policies: %q given twice", q)}
 				}
 			}
-			o.policies = append(o.policies, policy.Names()...)
+			o.policies = append(o.policies, group...)
 			continue
 		}
 		if slices.Contains(o.policies, p) {

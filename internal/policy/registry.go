@@ -31,22 +31,25 @@ type Spec struct {
 	Make func(Settings) Policy
 	// Reasons lists every reason code the policy's decisions can carry.
 	Reasons []Reason
+	// Study marks the original study's five policies, whose results the
+	// simulator's golden files guard (the demo compares them).
+	Study bool
 }
 
 // registry is the one list of policies, in their canonical order: the
 // study's five first. It is never modified.
 var registry = [...]Spec{
-	{Name: "round-robin", Doc: "rotate through replicas sorted by name",
+	{Name: "round-robin", Study: true, Doc: "rotate through replicas sorted by name",
 		Make: func(Settings) Policy { return RoundRobin{} }, Reasons: []Reason{Rotate}},
-	{Name: "mod-n", Doc: "hash(conversation) mod N",
+	{Name: "mod-n", Study: true, Doc: "hash(conversation) mod N",
 		Make: func(Settings) Policy { return ModN{} }, Reasons: []Reason{Hash}},
-	{Name: "consistent", Doc: "the conversation's home on a hash ring with virtual nodes",
+	{Name: "consistent", Study: true, Doc: "the conversation's home on a hash ring with virtual nodes",
 		Make: func(Settings) Policy { return Consistent{} }, Reasons: []Reason{Home}},
-	{Name: "bounded", Doc: "ring + cap of (1+ε) × average in-flight load; walk clockwise past full replicas",
+	{Name: "bounded", Study: true, Doc: "ring + cap of (1+ε) × average in-flight load; walk clockwise past full replicas",
 		Defaults: func() Settings { return &Bounded{Epsilon: 0.25, Unit: Requests} },
 		Make:     func(s Settings) Policy { return s.(*Bounded) },
 		Reasons:  []Reason{Home, Overflow, LeastLoaded}},
-	{Name: "llm-aware", Doc: "bounded in tokens + cache-aware cost, placement memory, long-conversation stickiness",
+	{Name: "llm-aware", Study: true, Doc: "bounded in tokens + cache-aware cost, placement memory, long-conversation stickiness",
 		Defaults: func() Settings {
 			return &LLMAware{Epsilon: 0.25, CacheAwareLoad: true, PlacementMemory: true, LongStickiness: true,
 				LongPromptTokens: 800, LongCapFactor: 2}
@@ -62,6 +65,17 @@ func Names() []string {
 	out := make([]string, len(registry))
 	for i := range registry {
 		out[i] = registry[i].Name
+	}
+	return out
+}
+
+// StudyNames lists the original study's five policies, in canonical order.
+func StudyNames() []string {
+	var out []string
+	for i := range registry {
+		if registry[i].Study {
+			out = append(out, registry[i].Name)
+		}
 	}
 	return out
 }
