@@ -74,9 +74,27 @@ type Reported struct {
 	At               int64   // when it was sampled, on the driver's clock (ns)
 }
 
+// Speed is how fast a replica has been serving, learned from its answers
+// (state.Table: an exponentially weighted mean of each answer's rates). A
+// rate of 0 means no answer has taught it yet: a policy then uses its own
+// documented prior.
+type Speed struct {
+	// Prefill is prompt tokens processed per second (llama.cpp
+	// timings.prompt_per_second; else prompt tokens ÷ time to first token).
+	Prefill float64
+	// Decode is tokens generated per second for one sequence under the
+	// batching the replica was doing (timings.predicted_per_second; else
+	// output tokens ÷ the time after the first token).
+	Decode float64
+	// Samples counts the answers learned from (capped; for confidence).
+	Samples int
+}
+
 // Row is what a policy sees of one replica.
 type Row struct {
 	Load Load
+	// Speed is the replica's learned prefill and decode rates.
+	Speed Speed
 	// Match is how many tokens of this request's prompt the routing state
 	// believes cached on the replica: the best of placement memory (this
 	// conversation's last turn there) and the prefix index (blocks of this

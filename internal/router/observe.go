@@ -19,10 +19,21 @@ const maxKeep = 4 << 20
 type counts struct {
 	known                       bool
 	cacheN, promptN, predictedN int
+	promptMS, predictedMS       float64 // llama.cpp timings; 0 when the answer has none
 }
 
 func (c counts) outcome() state.Outcome {
-	return state.Outcome{OK: true, Known: c.known, CacheN: c.cacheN, PromptN: c.promptN, PredictedN: c.predictedN}
+	return state.Outcome{OK: true, Known: c.known, CacheN: c.cacheN, PromptN: c.promptN, PredictedN: c.predictedN,
+		PromptTime: msDuration(c.promptMS), PredictedTime: msDuration(c.predictedMS)}
+}
+
+// msDuration converts a replica's milliseconds (never trusted to be sane) to
+// a duration; negative, NaN or absurd values give 0 (unknown).
+func msDuration(v float64) time.Duration {
+	if !(v > 0 && v < 1e9) {
+		return 0
+	}
+	return time.Duration(v * float64(time.Millisecond))
 }
 
 // answerCounts is the part of any answer shape that carries counts:
@@ -37,7 +48,8 @@ func (a *answerCounts) counts() (counts, bool) {
 	switch {
 	case a.Timings != nil:
 		t := a.Timings
-		return counts{known: true, cacheN: t.CacheN, promptN: t.PromptN, predictedN: t.PredictedN}, true
+		return counts{known: true, cacheN: t.CacheN, promptN: t.PromptN, predictedN: t.PredictedN,
+			promptMS: t.PromptMS, predictedMS: t.PredictedMS}, true
 	case a.Usage != nil:
 		u := a.Usage
 		cached := 0

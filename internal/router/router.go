@@ -406,6 +406,12 @@ func (r *Router) settle(f *flight, out state.Outcome, now time.Time) {
 	if !f.held {
 		return
 	}
+	if out.OK {
+		out.Latency = now.Sub(f.start)
+		if f.obs != nil && !f.obs.first.IsZero() {
+			out.TTFT = f.obs.first.Sub(f.start)
+		}
+	}
 	f.fb = r.table.Release(&f.ticket, out, now.UnixNano())
 	f.out, f.held = out, false
 }

@@ -457,8 +457,13 @@ func (s *sim) wake(g int32) error {
 // last chunk passes), record the row, and schedule the user's next turn.
 func (s *sim) complete(u int32, res *model.Result, at time.Duration) error {
 	us := &s.users[u]
+	ttft := us.ttft
+	if res.PredictedN == 0 {
+		ttft = at - us.sent
+	}
 	fb := s.table.Release(&us.ticket, state.Outcome{
 		OK: true, Known: true, CacheN: res.CacheN, PromptN: res.PromptN, PredictedN: res.PredictedN,
+		PromptTime: res.PromptTime(), PredictedTime: res.Done - res.PromptDone, TTFT: ttft, Latency: at - us.sent,
 	}, int64(at))
 	if fb.CacheLost {
 		s.cacheLost++

@@ -78,6 +78,7 @@ type Table struct {
 	nameOf []string
 	gen    []uint32 // gen[id] increments each time id joins the set
 	rep    []policy.Reported // rep[id]: the replica's last report (kept across membership changes)
+	speed  []policy.Speed    // speed[id]: learned rates (kept across membership changes)
 	index  []int32  // index[id] is its position in snap (-1 when absent)
 	// down[id] marks a replica its health checks call unhealthy: it takes no
 	// new requests (the policy picks among the others) until healthy again.
@@ -181,6 +182,7 @@ func (t *Table) SetReplicas(rs []replicaset.Replica) bool {
 			t.gen[id]++ // (re)joined: tickets from an earlier membership no longer apply
 		}
 		rows[i].Reported = t.rep[id]
+		rows[i].Speed = t.speed[id]
 		t.index[id] = int32(i)
 	}
 	for _, id := range t.snap.ids {
@@ -240,6 +242,7 @@ func (t *Table) intern(name string) uint32 {
 	t.index = append(t.index, -1)
 	t.down = append(t.down, false)
 	t.rep = append(t.rep, policy.Reported{})
+	t.speed = append(t.speed, policy.Speed{})
 	return id
 }
 
@@ -443,6 +446,12 @@ type Outcome struct {
 	CacheN     int // prompt tokens reused from the replica's cache
 	PromptN    int // prompt tokens processed
 	PredictedN int // tokens generated
+	// The replica's own times when it reports them (llama.cpp timings:
+	// prompt_ms, predicted_ms), else 0.
+	PromptTime, PredictedTime time.Duration
+	// What the driver measured: first byte of the answer and its end,
+	// from the request's start (wall clock live, virtual time simulated).
+	TTFT, Latency time.Duration
 }
 
 // Feedback is what Release learned.
@@ -468,6 +477,9 @@ func (t *Table) Release(tk *Ticket, out Outcome, now int64) Feedback {
 	t.tk = *tk // as in Route: a copy, so that tk does not escape
 	for _, ix := range t.idx {
 		ix.Finished(&t.tk, out, now)
+	}
+	if out.OK && out.Known {
+		t.learnSpeed(tk, &out)
 	}
 	t.mem.expire(now)
 	return fb

@@ -3,6 +3,7 @@ package state
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"testing"
@@ -338,4 +339,57 @@ func TestLoadArithmeticSaturates(t *testing.T) {
 			t.Fatalf("after releasing everything %s has load %+v", r.Name, r.Load)
 		}
 	}
+}
+
+// TestLearnsSpeed (issue 12): each answer with counts teaches its replica's
+// rates, from the replica's own times when it gives them, else from the
+// measured time to first token and latency; the view's rows carry them.
+func TestLearnsSpeed(t *testing.T) {
+	tb := newTable(t, "consistent")
+	tb.SetReplicas(replicas("a", "b", "c"))
+	tk, _, _ := tb.Route(in("conv", 400, 50), 0)
+	// llama.cpp timings: 1,000 tokens in 500 ms, 100 tokens in 2 s.
+	tb.Release(&tk, Outcome{OK: true, Known: true, PromptN: 1000, PredictedN: 100,
+		PromptTime: 500 * time.Millisecond, PredictedTime: 2 * time.Second, TTFT: 9 * time.Second, Latency: 20 * time.Second}, 0)
+	sp := tb.Speed(tk.Replica.Name)
+	if sp.Prefill != 2000 || sp.Decode != 50 || sp.Samples != 1 {
+		t.Fatalf("after one answer: %+v, want prefill 2000/s decode 50/s (the replica's own times)", sp)
+	}
+	// No timings (an OpenAI-style answer): 1,000 tokens ÷ 1 s TTFT = 1000/s,
+	// moving the mean by a fifth: 2000 + 0.2·(1000−2000) = 1800; decode 100
+	// tokens in 4 s = 25/s → 50 + 0.2·(25−50) = 45.
+	tk, _, _ = tb.Route(in("conv", 400, 50), 0)
+	tb.Release(&tk, Outcome{OK: true, Known: true, PromptN: 1000, PredictedN: 100,
+		TTFT: time.Second, Latency: 5 * time.Second}, 0)
+	if sp = tb.Speed(tk.Replica.Name); math.Abs(sp.Prefill-1800) > 1e-9 || math.Abs(sp.Decode-45) > 1e-9 || sp.Samples != 2 {
+		t.Fatalf("after two answers: %+v, want prefill 1800/s decode 45/s", sp)
+	}
+	// Too small to measure, failed, or without counts: nothing learned.
+	for _, out := range []Outcome{
+		{OK: true, Known: true, PromptN: 3, PredictedN: 2, TTFT: time.Second, Latency: 2 * time.Second},
+		{OK: false, Known: true, PromptN: 1000, TTFT: time.Second},
+		{OK: true, Known: false, TTFT: time.Second, Latency: 2 * time.Second},
+	} {
+		tk, _, _ = tb.Route(in("conv", 400, 50), 0)
+		tb.Release(&tk, out, 0)
+	}
+	if got := tb.Speed(tk.Replica.Name); got != sp {
+		t.Fatalf("unusable answers changed the speed: %+v → %+v", sp, got)
+	}
+	// The view's row carries it.
+	var seen policy.Speed
+	tb.SetPolicy(rowSpy{func(v *policy.View) { seen = v.Rows[tk.Index].Speed }})
+	tk, _, _ = tb.Route(in("conv", 400, 50), 0)
+	if seen != sp {
+		t.Fatalf("row speed %+v, want %+v", seen, sp)
+	}
+}
+
+// rowSpy is a policy that shows a test the view and picks replica 0.
+type rowSpy struct{ see func(*policy.View) }
+
+func (rowSpy) Name() string { return "spy" }
+func (s rowSpy) Pick(req *policy.Request, v *policy.View) policy.Decision {
+	s.see(v)
+	return policy.Decision{Replica: 0, Reason: "spy"}
 }
