@@ -19,6 +19,7 @@ import (
 	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/sim"
+	"github.com/llm-ring/llm-ring/internal/simrun"
 	"github.com/llm-ring/llm-ring/internal/traffic"
 )
 
@@ -89,10 +90,10 @@ func cmdSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 
 	// One pool for every run of every sweep point.
-	var jobs []sim.Job
+	var jobs []simrun.Job
 	for _, pt := range points {
 		for _, sp := range pt.o.specs() {
-			jobs = append(jobs, sim.Job{Dir: pt.dir, Spec: sp})
+			jobs = append(jobs, simrun.Job{Dir: pt.dir, Spec: sp})
 		}
 	}
 	if o.shared && o.replicas > 16 {
@@ -104,7 +105,7 @@ func cmdSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	start := time.Now()
 	var requests, errs int
 	var events int64
-	results, err := sim.RunJobs(ctx, jobs, sim.BatchOptions{Workers: o.workers, Force: o.force,
+	results, err := simrun.RunJobs(ctx, jobs, simrun.BatchOptions{Workers: o.workers, Force: o.force,
 		Done: func(sp *sim.Spec, res *sim.Result) {
 			requests += res.Info.Requests
 			errs += res.Info.Errors
@@ -132,19 +133,19 @@ func cmdSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			analysis.SummaryMD, analysis.SummaryPNG, analysis.HitRateOverTimePNG)
 		return nil
 	}
-	var sweep []sim.SweepPoint
+	var sweep []simrun.SweepPoint
 	for _, pt := range points {
 		s, err := analysis.Write(pt.dir, pt.dir, analysis.Options{})
 		if err != nil {
 			return err
 		}
-		sweep = append(sweep, sim.SweepPoint{Value: pt.value, Summary: s})
+		sweep = append(sweep, simrun.SweepPoint{Value: pt.value, Summary: s})
 	}
-	md, png, err := sim.WriteSweep(o.outDir, o.sweepKey, sweep)
+	md, png, err := simrun.WriteSweep(o.outDir, o.sweepKey, sweep)
 	if err != nil {
 		return err
 	}
-	if err := sim.WriteSweepTable(stdout, o.sweepKey, sweep); err != nil {
+	if err := simrun.WriteSweepTable(stdout, o.sweepKey, sweep); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "\nsweep table %s, chart %s; each value's runs and analysis in %s\n", md, png,

@@ -12,6 +12,7 @@ import (
 	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/record"
 	"github.com/llm-ring/llm-ring/internal/sim"
+	"github.com/llm-ring/llm-ring/internal/simrun"
 	"github.com/llm-ring/llm-ring/internal/traffic"
 )
 
@@ -66,7 +67,7 @@ func TestLiveAgreesWithSim(t *testing.T) {
 		specs = append(specs, sim.Spec{RunID: "s1-" + pol + "-sim", Policy: pol, Seed: 1, Order: i, Profile: prof,
 			Replicas: 2, Model: model.DefaultConfig(), SharedCPU: true, Router: sim.DefaultRouter()})
 	}
-	if _, err := sim.RunAll(context.Background(), simDir, specs, sim.BatchOptions{}); err != nil {
+	if _, err := simrun.RunAll(context.Background(), simDir, specs, simrun.BatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, pol := range policies {

@@ -3,7 +3,6 @@ package traffic
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strconv"
 
 	"github.com/llm-ring/llm-ring/internal/wire"
@@ -17,8 +16,12 @@ const (
 	HeaderTurn         = "x-turn"            // 1-based turn number, as record.Request.Turn
 )
 
+// HeaderSetter is what SetHeaders writes to (an http.Header is one; the
+// traffic package stays free of net/http).
+type HeaderSetter interface{ Set(key, value string) }
+
 // SetHeaders sets HeaderConversation and HeaderTurn for turn t (0-based) of c.
-func SetHeaders(h http.Header, c *Conversation, t int) {
+func SetHeaders(h HeaderSetter, c *Conversation, t int) {
 	h.Set(HeaderConversation, c.ID)
 	h.Set(HeaderTurn, strconv.Itoa(t+1))
 }

@@ -1,4 +1,4 @@
-package sim
+package simrun
 
 import (
 	"bytes"
@@ -11,22 +11,24 @@ import (
 
 	"github.com/llm-ring/llm-ring/internal/analysis"
 	"github.com/llm-ring/llm-ring/internal/model"
+	"github.com/llm-ring/llm-ring/internal/sim"
 	"github.com/llm-ring/llm-ring/internal/traffic"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
 
-// goldenSpecs are the runs of the golden test: the quick profile, seed 1,
+// goldenSpecs are the runs of the golden test (the simulator's golden
+// files: the study's policies' results must not change): the quick profile, seed 1,
 // bounded and llm-aware on 3 replicas with a scale-up at 30 s.
-func goldenSpecs(t *testing.T) []Spec {
+func goldenSpecs(t *testing.T) []sim.Spec {
 	prof, err := traffic.LoadProfile("quick")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var specs []Spec
+	var specs []sim.Spec
 	for i, pol := range []string{"bounded", "llm-aware"} {
-		specs = append(specs, Spec{RunID: "s1-" + pol + "-sim", Policy: pol, Seed: 1, Order: i, Profile: prof,
-			Replicas: 3, Model: model.DefaultConfig(), Router: DefaultRouter(),
+		specs = append(specs, sim.Spec{RunID: "s1-" + pol + "-sim", Policy: pol, Seed: 1, Order: i, Profile: prof,
+			Replicas: 3, Model: model.DefaultConfig(), Router: sim.DefaultRouter(),
 			ScaleAt: 30 * time.Second, LoadDelay: 20 * time.Second})
 	}
 	return specs
@@ -78,7 +80,7 @@ func TestGolden(t *testing.T) {
 		t.Fatalf("analysis: %+v", s.Policies)
 	}
 	for _, m := range s.Runs {
-		if !m.ScaleUp || m.Mode != Mode {
+		if !m.ScaleUp || m.Mode != sim.Mode {
 			t.Fatalf("%s: scale-up %v mode %q, want a scale-up and mode sim", m.RunID, m.ScaleUp, m.Mode)
 		}
 	}

@@ -1,4 +1,9 @@
-package sim
+// Package simrun runs simulations in batches for the command line: every
+// run of a batch on a pool of workers (each run single-threaded and
+// deterministic), its rows and JSON written as `llm-ring analyze` reads
+// them, and sweeps summarised in a table and a chart. The simulator itself
+// (internal/sim) stays free of files, goroutines and plotting.
+package simrun
 
 import (
 	"bufio"
@@ -12,25 +17,26 @@ import (
 	"sync"
 
 	"github.com/llm-ring/llm-ring/internal/record"
+	"github.com/llm-ring/llm-ring/internal/sim"
 )
 
 // WriteRun runs spec and writes <dir>/<run_id>.csv (its rows) and
 // <dir>/<run_id>.json (its record.Run), the files `llm-ring analyze` reads.
 // An interrupted or failed run leaves no JSON, so the analysis refuses the
 // half-written CSV rather than reading it as a complete run.
-func WriteRun(ctx context.Context, dir string, spec Spec) (Result, error) {
+func WriteRun(ctx context.Context, dir string, spec sim.Spec) (sim.Result, error) {
 	csvPath := filepath.Join(dir, spec.RunID+".csv")
 	f, err := os.Create(csvPath)
 	if err != nil {
-		return Result{}, err
+		return sim.Result{}, err
 	}
 	defer f.Close()
 	bw := bufio.NewWriterSize(f, 256<<10)
 	w, err := record.NewWriter(bw)
 	if err != nil {
-		return Result{}, err
+		return sim.Result{}, err
 	}
-	res, err := Run(ctx, spec, w)
+	res, err := sim.Run(ctx, spec, w)
 	if err != nil {
 		return res, fmt.Errorf("run %s: %w", spec.RunID, err)
 	}
@@ -60,7 +66,7 @@ type BatchOptions struct {
 	Force bool
 	// Done, if set, is called after each run, from the run's goroutine
 	// (calls are serialised).
-	Done func(spec *Spec, res *Result)
+	Done func(spec *sim.Spec, res *sim.Result)
 }
 
 // ErrExists reports a run file that is already there (see BatchOptions.Force).
@@ -69,7 +75,7 @@ var ErrExists = errors.New("already exists")
 // RunAll runs every spec, Workers at a time, writing each run's files into
 // dir (created if needed). Results are in spec order. The first error stops
 // the runs not yet started and cancels those running.
-func RunAll(ctx context.Context, dir string, specs []Spec, opts BatchOptions) ([]Result, error) {
+func RunAll(ctx context.Context, dir string, specs []sim.Spec, opts BatchOptions) ([]sim.Result, error) {
 	jobs := make([]Job, len(specs))
 	for i := range specs {
 		jobs[i] = Job{Dir: dir, Spec: specs[i]}
@@ -80,12 +86,12 @@ func RunAll(ctx context.Context, dir string, specs []Spec, opts BatchOptions) ([
 // Job is one run and the folder its files go to.
 type Job struct {
 	Dir  string
-	Spec Spec
+	Spec sim.Spec
 }
 
 // RunJobs is RunAll with a folder per run (a sweep writes each value's runs
 // into a folder of their own), all in one pool of workers.
-func RunJobs(ctx context.Context, jobs []Job, opts BatchOptions) ([]Result, error) {
+func RunJobs(ctx context.Context, jobs []Job, opts BatchOptions) ([]sim.Result, error) {
 	type runKey struct{ dir, id string }
 	seen := make(map[runKey]bool, len(jobs))
 	for i := range jobs {
@@ -123,7 +129,7 @@ func RunJobs(ctx context.Context, jobs []Job, opts BatchOptions) ([]Result, erro
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	results := make([]Result, len(jobs))
+	results := make([]sim.Result, len(jobs))
 	errs := make([]error, len(jobs))
 	next := make(chan int)
 	var wg sync.WaitGroup
