@@ -32,6 +32,7 @@ type Filter struct {
 	strip   bool
 	onUsage func(Usage)
 
+	buf  []byte // read buffer, reused
 	in   []byte // bytes read, not yet a whole event
 	out  []byte // bytes ready for the caller
 	held []byte // a finish chunk waiting for the next event
@@ -59,10 +60,12 @@ var (
 // Read implements io.Reader.
 func (f *Filter) Read(p []byte) (int, error) {
 	for len(f.out) == 0 && f.err == nil {
-		buf := make([]byte, 32<<10)
-		n, err := f.rc.Read(buf)
+		if f.buf == nil {
+			f.buf = make([]byte, 4<<10)
+		}
+		n, err := f.rc.Read(f.buf)
 		if n > 0 {
-			f.in = append(f.in, buf[:n]...)
+			f.in = append(f.in, f.buf[:n]...)
 			f.events()
 		}
 		if err != nil {
@@ -95,6 +98,9 @@ func (f *Filter) events() {
 		ev := f.in[:end]
 		f.event(ev)
 		f.in = f.in[end:]
+	}
+	if len(f.in) == 0 {
+		f.in = f.in[:0:0]
 	}
 }
 
