@@ -539,3 +539,41 @@ func TestAPIKeyAndCORS(t *testing.T) {
 		t.Errorf("X-Api-Key: %d", rec.Code)
 	}
 }
+
+func TestEngineFaces(t *testing.T) {
+	// Issue #14: the same model behind vLLM's and SGLang's faces.
+	for _, api := range []string{APIVLLM, APISGLang} {
+		t.Run(api, func(t *testing.T) {
+			r := newTestReplica(t, func(o *Options) { o.API = api; o.CacheReport = true })
+			stream := do(t, r, "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":3,"stream":true}`).Body.String()
+			if strings.Contains(stream, "timings") || strings.Contains(stream, "usage") || !strings.Contains(stream, `"delta":{"role":"assistant","content":""}`) {
+				t.Errorf("stream without include_usage:\n%s", stream)
+			}
+			withUsage := do(t, r, "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":3,"stream":true,"stream_options":{"include_usage":true}}`).Body.String()
+			if !strings.Contains(withUsage, `"choices":[],"usage":{"prompt_tokens":33,"completion_tokens":3,"total_tokens":36,"prompt_tokens_details":{"cached_tokens":`) {
+				t.Errorf("stream with include_usage:\n%s", withUsage)
+			}
+			golden(t, api+"_chat_stream_usage.txt", []byte(withUsage))
+			if rec := do(t, r, "GET", "/health", ""); rec.Code != 200 || rec.Body.Len() != 0 {
+				t.Errorf("/health %d %q", rec.Code, rec.Body)
+			}
+			if rec := do(t, r, "POST", "/completion", `{"prompt":"x"}`); rec.Code != 404 {
+				t.Errorf("/completion on %s: %d, want 404", api, rec.Code)
+			}
+			metrics := do(t, r, "GET", "/metrics", "").Body.String()
+			want := map[string][]string{
+				APIVLLM:   {`vllm:num_requests_running{model_name="qwen2.5-0.5b-instruct-sim"}`, `vllm:num_requests_waiting{`, `vllm:kv_cache_usage_perc{`},
+				APISGLang: {`sglang:num_running_reqs{model_name="qwen2.5-0.5b-instruct-sim"}`, `sglang:num_queue_reqs{`, `sglang:token_usage{`},
+			}[api]
+			for _, w := range want {
+				if !strings.Contains(metrics, w) {
+					t.Errorf("metrics lack %s:\n%s", w, metrics)
+				}
+			}
+			models := do(t, r, "GET", "/v1/models", "").Body.String()
+			if !strings.Contains(models, `"owned_by":"`+api+`"`) {
+				t.Errorf("models %s", models)
+			}
+		})
+	}
+}
