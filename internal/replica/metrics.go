@@ -69,8 +69,12 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 // collectEngine writes the vLLM or SGLang series; it reports whether it did.
 func (c *collector) collectEngine(ch chan<- prometheus.Metric, st model.Stats) bool {
 	m := c.r.h.alias
-	g := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, m) }
-	k := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, m) }
+	g := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, m)
+	}
+	k := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, m)
+	}
 	switch c.r.h.api {
 	case APIVLLM:
 		g(descVLLMRunning, float64(st.Processing))
