@@ -93,14 +93,14 @@ func (f *Filter) events() {
 	for {
 		end := eventEnd(f.in)
 		if end < 0 {
+			if len(f.in) == 0 {
+				f.in = nil // let the read bytes go
+			}
 			return
 		}
 		ev := f.in[:end]
 		f.event(ev)
 		f.in = f.in[end:]
-	}
-	if len(f.in) == 0 {
-		f.in = f.in[:0:0]
 	}
 }
 
