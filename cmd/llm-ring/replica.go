@@ -26,6 +26,10 @@ func cmdReplica(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	loadDelay := fs.Duration("load-delay", 0, "model time during which the replica answers 503 \"Loading model\"")
 	alias := fs.String("alias", replica.DefaultAlias, "model name reported in answers")
 	quiet := fs.Bool("quiet", false, "do not log one line per request")
+	api := fs.String("api", replica.APILlamaCpp, "engine face: "+strings.Join(replica.APIs, ", ")+" (response shapes, streaming rules, health, /metrics names)")
+	apiKey := fs.String("api-key", "", "require this API key (Authorization: Bearer KEY or X-Api-Key); a comma-separated list for several")
+	cacheReport := fs.Bool("enable-prompt-tokens-details", false, "vllm face: report usage.prompt_tokens_details.cached_tokens (vLLM's flag)")
+	fs.BoolVar(cacheReport, "enable-cache-report", false, "sglang face: report usage.prompt_tokens_details.cached_tokens (SGLang's flag)")
 	cfg := model.DefaultConfig()
 	modelFlags(fs, &cfg)
 	if err := parseFlags(fs, args); err != nil {
@@ -38,7 +42,8 @@ func cmdReplica(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if len(nameList) == 0 || len(nameList) != len(addrList) {
 		return usageError{fmt.Errorf("--name has %d names and --listen %d addresses: give one address per replica", len(nameList), len(addrList))}
 	}
-	opts := replica.Options{Model: cfg, SharedCPU: *shared, Speed: *speed, Alias: *alias}
+	opts := replica.Options{Model: cfg, SharedCPU: *shared, Speed: *speed, Alias: *alias,
+		API: *api, APIKeys: splitList(*apiKey), CacheReport: *cacheReport}
 	if !*quiet {
 		opts.Logger = slog.New(slog.NewTextHandler(stderr, nil))
 	}
@@ -58,8 +63,8 @@ func cmdReplica(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "replica %s listening on http://%s (speed %gx, %d slots of %d tokens, %d MiB RAM cache, shared CPU %v)\n",
-			name, ln.Addr(), *speed, cfg.NParallel, cfg.SlotContext(), cfg.CacheRAMMiB, *shared)
+		fmt.Fprintf(stdout, "replica %s (%s face) listening on http://%s (speed %gx, %d slots of %d tokens, %d MiB RAM cache, shared CPU %v)\n",
+			name, *api, ln.Addr(), *speed, cfg.NParallel, cfg.SlotContext(), cfg.CacheRAMMiB, *shared)
 		go func() { errc <- replica.Serve(ctx, ln, r) }()
 	}
 	var errs []error

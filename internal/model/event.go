@@ -79,6 +79,9 @@ type Event struct {
 	// EventFirstToken and EventToken of requests with TokenEvents.
 	Token Token
 	Piece string
+	// CacheN, on EventFirstToken, is the number of prompt tokens reused
+	// from a cache (the Result's CacheN, known once the prompt is in).
+	CacheN int
 	// Result is set on EventDone.
 	Result *Result
 }

@@ -339,6 +339,9 @@ func (s *Server) materialize(k int, dst []Event) []Event {
 
 func (s *Server) tokenEvent(kind EventKind, r *request, n int, at time.Duration) Event {
 	ev := Event{Kind: kind, Replica: s.index, ID: r.id, At: at, N: n}
+	if kind == EventFirstToken {
+		ev.CacheN = r.cacheN
+	}
 	if r.tokenEvents {
 		ev.Token = r.out.Tokens[n-1]
 		ev.Piece = r.out.Piece(n - 1)

@@ -180,3 +180,19 @@ func BenchmarkTokenize4000Chars(b *testing.B) {
 		buf = AppendTokens(buf[:0], text)
 	}
 }
+
+func TestEmbedIsDeterministicAndSimilarForSharedTokens(t *testing.T) {
+	a := Embed(Tokenize("consistent hashing with bounded loads"))
+	b := Embed(Tokenize("consistent hashing with bounded loads"))
+	near := Embed(Tokenize("consistent hashing with bounded load balancing"))
+	far := Embed(Tokenize("a recipe for sourdough bread"))
+	if Cosine(a, b) < 0.9999 {
+		t.Errorf("same text: cosine %v, want 1", Cosine(a, b))
+	}
+	if Cosine(a, near) <= Cosine(a, far) {
+		t.Errorf("cosine(a, near) = %v ≤ cosine(a, far) = %v", Cosine(a, near), Cosine(a, far))
+	}
+	if len(a) != EmbeddingDim {
+		t.Errorf("dim %d", len(a))
+	}
+}

@@ -47,13 +47,26 @@ func newReplica(h *Host, index int, name string, readyAt time.Duration) *Replica
 		wire.PathChatCompletions: {http.MethodPost, r.chat, false},
 		"/chat/completions":      {http.MethodPost, r.chat, false},
 		wire.PathCompletions:     {http.MethodPost, r.oaiCompletion, false},
-		"/tokenize":              {http.MethodPost, r.tokenize, false},
+		wire.PathMessages:        {http.MethodPost, r.messages, false},
+		wire.PathTokenize:        {http.MethodPost, r.tokenize, false},
+		wire.PathDetokenize:      {http.MethodPost, r.detokenize, false},
+		"/apply-template":        {http.MethodPost, r.applyTemplate, false},
+		wire.PathEmbeddings:      {http.MethodPost, r.embeddings(false), false},
+		"/embedding":             {http.MethodPost, r.embeddings(true), false},
+		"/embeddings":            {http.MethodPost, r.embeddings(true), false},
+		wire.PathRerank:          {http.MethodPost, r.rerank, false},
+		"/v1/reranking":          {http.MethodPost, r.rerank, false},
+		"/rerank":                {http.MethodPost, r.rerank, false},
+		"/reranking":             {http.MethodPost, r.rerank, false},
 		"/health":                {http.MethodGet, r.health, true},
 		"/v1/health":             {http.MethodGet, r.health, true},
+		wire.PathModels:          {http.MethodGet, r.models, true},
+		"/models":                {http.MethodGet, r.models, true},
 		"/slots":                 {http.MethodGet, r.slots, false},
 		"/props":                 {http.MethodGet, r.props, false},
 		"/metrics":               {http.MethodGet, r.metrics.ServeHTTP, true},
 	}
+	r.applyFace()
 	return r
 }
 
@@ -67,18 +80,34 @@ func (r *Replica) ReadyAt() time.Duration { return r.readyAt }
 // Ready reports whether the replica has finished "loading its model".
 func (r *Replica) Ready() bool { return r.h.ModelNow() >= r.readyAt }
 
-// ServeHTTP serves llama.cpp's endpoints.
+// ServeHTTP serves the engine's endpoints. The order of the checks is
+// llama.cpp's (tools/server/server-http.cpp): CORS preflight, then the
+// loading state, then the API key, then the route.
 func (r *Replica) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if r.h.api == APILlamaCpp {
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", req.Header.Get("Origin"))
+		if req.Method == http.MethodOptions {
+			h.Set("Access-Control-Allow-Credentials", "true")
+			h.Set("Access-Control-Allow-Methods", "GET, POST")
+			h.Set("Access-Control-Allow-Headers", "*")
+			h.Set("Content-Type", "text/html")
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+	}
 	rt, ok := r.routes[req.URL.Path]
 	switch {
+	case !(ok && rt.duringLoad) && !r.Ready():
+		writeError(w, http.StatusServiceUnavailable, wire.ErrTypeUnavailable, "Loading model")
+	case !r.authorized(req):
+		writeError(w, http.StatusUnauthorized, wire.ErrTypeAuthentication, "Invalid API Key")
 	case !ok:
 		writeError(w, http.StatusNotFound, wire.ErrTypeNotFound, "File Not Found")
 	case req.Method != rt.method && !(rt.method == http.MethodGet && req.Method == http.MethodHead):
 		w.Header().Set("Allow", rt.method)
 		writeError(w, http.StatusMethodNotAllowed, wire.ErrTypeInvalidRequest,
 			fmt.Sprintf("method %s not allowed on %s (use %s)", req.Method, req.URL.Path, rt.method))
-	case !rt.duringLoad && !r.Ready():
-		writeError(w, http.StatusServiceUnavailable, wire.ErrTypeUnavailable, "Loading model")
 	default:
 		rt.serve(w, req)
 	}
@@ -92,194 +121,6 @@ func (r *Replica) health(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// completion serves llama.cpp's native POST /completion.
-func (r *Replica) completion(w http.ResponseWriter, req *http.Request) {
-	var body wire.CompletionRequest
-	if !decode(w, req, &body) {
-		return
-	}
-	toks, err := promptTokens(body.Prompt)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, wire.ErrTypeInvalidRequest, err.Error())
-		return
-	}
-	id, wt, ok := r.start(w, model.Request{
-		Tokens:      toks,
-		NoCache:     body.CachePrompt != nil && !*body.CachePrompt,
-		Seed:        seedOf(body.Seed),
-		TokenEvents: body.Stream,
-	}, body.NPredict)
-	if !ok {
-		return
-	}
-	final := func(res *model.Result, content string) wire.CompletionResponse {
-		return wire.CompletionResponse{
-			Content:         content,
-			Tokens:          []int{},
-			IDSlot:          res.Slot,
-			Stop:            true,
-			Model:           r.h.alias,
-			TokensPredicted: res.PredictedN,
-			TokensEvaluated: res.PromptTokens,
-			StopType:        string(res.Stop),
-			TokensCached:    res.PromptTokens + max(res.PredictedN-1, 0),
-			Timings:         timingsOf(res),
-		}
-	}
-	if !body.Stream {
-		res, err := r.await(req.Context(), id, wt, nil)
-		if err != nil {
-			r.awaitFailed(w, err)
-			return
-		}
-		r.logResult(req, res)
-		writeJSON(w, http.StatusOK, final(res, res.Output.Text))
-		return
-	}
-	sse := startSSE(w)
-	res, err := r.await(req.Context(), id, wt, func(ev model.Event) error {
-		return sse.send(wire.CompletionResponse{
-			Content:         ev.Piece,
-			Tokens:          []int{},
-			IDSlot:          -1,
-			TokensPredicted: ev.N,
-			TokensEvaluated: len(toks),
-		})
-	})
-	if err != nil {
-		return // the client is gone or the host closed: nothing more to say
-	}
-	r.logResult(req, res)
-	_ = sse.send(final(res, ""))
-}
-
-// chat serves the OpenAI-compatible POST /v1/chat/completions.
-func (r *Replica) chat(w http.ResponseWriter, req *http.Request) {
-	var body wire.ChatRequest
-	if !decode(w, req, &body) {
-		return
-	}
-	msgs, err := model.MessagesFromWire(body.Messages)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, wire.ErrTypeInvalidRequest, err.Error())
-		return
-	}
-	toks := model.ChatTokens(msgs)
-	id, wt, ok := r.start(w, model.Request{Tokens: toks, Seed: seedOf(body.Seed), TokenEvents: body.Stream},
-		body.MaxCompletionTokens, body.MaxTokens, body.NPredict)
-	if !ok {
-		return
-	}
-	name := r.modelName(body.Model)
-	base := wire.ChatResponse{
-		ID:                fmt.Sprintf("chatcmpl-%s-%d", r.name, id),
-		Created:           r.h.clock.Now().Unix(),
-		Model:             name,
-		SystemFingerprint: systemFingerprint,
-	}
-	if !body.Stream {
-		res, err := r.await(req.Context(), id, wt, nil)
-		if err != nil {
-			r.awaitFailed(w, err)
-			return
-		}
-		r.logResult(req, res)
-		out := base
-		out.Object = "chat.completion"
-		out.Choices = []wire.ChatChoice{{
-			Message:      &wire.ChatMessage{Role: "assistant", Content: wire.TextContent(res.Output.Text)},
-			FinishReason: wire.Ptr(finishReason(res)),
-		}}
-		out.Usage = usageOf(res)
-		out.Timings = timingsOf(res)
-		writeJSON(w, http.StatusOK, out)
-		return
-	}
-	sse := startSSE(w)
-	chunk := base
-	chunk.Object = "chat.completion.chunk"
-	res, err := r.await(req.Context(), id, wt, func(ev model.Event) error {
-		if ev.Kind == model.EventFirstToken {
-			c := chunk
-			c.Choices = []wire.ChatChoice{{Delta: &wire.ChatDelta{Role: "assistant"}}}
-			if err := sse.send(c); err != nil {
-				return err
-			}
-		}
-		c := chunk
-		c.Choices = []wire.ChatChoice{{Delta: &wire.ChatDelta{Content: wire.Ptr(ev.Piece)}}}
-		return sse.send(c)
-	})
-	if err != nil {
-		return
-	}
-	r.logResult(req, res)
-	last := chunk
-	last.Choices = []wire.ChatChoice{{Delta: &wire.ChatDelta{}, FinishReason: wire.Ptr(finishReason(res))}}
-	last.Usage = usageOf(res)
-	last.Timings = timingsOf(res)
-	if sse.send(last) == nil {
-		sse.done()
-	}
-}
-
-// oaiCompletion serves the OpenAI-compatible POST /v1/completions.
-func (r *Replica) oaiCompletion(w http.ResponseWriter, req *http.Request) {
-	var body wire.CompletionsRequest
-	if !decode(w, req, &body) {
-		return
-	}
-	toks, err := promptTokens(body.Prompt)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, wire.ErrTypeInvalidRequest, err.Error())
-		return
-	}
-	id, wt, ok := r.start(w, model.Request{Tokens: toks, Seed: seedOf(body.Seed), TokenEvents: body.Stream},
-		body.MaxTokens, body.NPredict)
-	if !ok {
-		return
-	}
-	name := r.modelName(body.Model)
-	base := wire.CompletionsResponse{
-		ID:                fmt.Sprintf("cmpl-%s-%d", r.name, id),
-		Object:            "text_completion",
-		Created:           r.h.clock.Now().Unix(),
-		Model:             name,
-		SystemFingerprint: systemFingerprint,
-	}
-	if !body.Stream {
-		res, err := r.await(req.Context(), id, wt, nil)
-		if err != nil {
-			r.awaitFailed(w, err)
-			return
-		}
-		r.logResult(req, res)
-		out := base
-		out.Choices = []wire.CompletionsChoice{{Text: res.Output.Text, FinishReason: wire.Ptr(finishReason(res))}}
-		out.Usage = usageOf(res)
-		out.Timings = timingsOf(res)
-		writeJSON(w, http.StatusOK, out)
-		return
-	}
-	sse := startSSE(w)
-	res, err := r.await(req.Context(), id, wt, func(ev model.Event) error {
-		c := base
-		c.Choices = []wire.CompletionsChoice{{Text: ev.Piece}}
-		return sse.send(c)
-	})
-	if err != nil {
-		return
-	}
-	r.logResult(req, res)
-	last := base
-	last.Choices = []wire.CompletionsChoice{{FinishReason: wire.Ptr(finishReason(res))}}
-	last.Usage = usageOf(res)
-	last.Timings = timingsOf(res)
-	if sse.send(last) == nil {
-		sse.done()
-	}
-}
-
 // systemFingerprint is reported where llama.cpp reports its build.
 const systemFingerprint = "llm-ring-sim"
 
@@ -288,15 +129,6 @@ func finishReason(res *model.Result) string {
 		return wire.FinishStop
 	}
 	return wire.FinishLength
-}
-
-func usageOf(res *model.Result) *wire.Usage {
-	return &wire.Usage{
-		PromptTokens:        res.PromptTokens,
-		CompletionTokens:    res.PredictedN,
-		TotalTokens:         res.PromptTokens + res.PredictedN,
-		PromptTokensDetails: &wire.PromptTokensDetails{CachedTokens: res.CacheN},
-	}
 }
 
 func timingsOf(res *model.Result) *wire.Timings {
@@ -401,20 +233,16 @@ func (r *Replica) tokenize(w http.ResponseWriter, req *http.Request) {
 	if !decode(w, req, &body) {
 		return
 	}
+	toks, ends := model.AppendPieces(nil, nil, body.Content)
+	r.h.vocab.learn(toks, body.Content, ends)
 	if !body.WithPieces {
-		toks := model.Tokenize(body.Content)
-		ids := make([]int, len(toks))
-		for i, t := range toks {
-			ids[i] = int(t)
-		}
-		writeJSON(w, http.StatusOK, map[string][]int{"tokens": ids})
+		writeJSON(w, http.StatusOK, map[string][]int{"tokens": tokenIDs(toks)})
 		return
 	}
 	type piece struct {
 		ID    int    `json:"id"`
 		Piece string `json:"piece"`
 	}
-	toks, ends := model.AppendPieces(nil, nil, body.Content)
 	out := make([]piece, len(toks))
 	start := int32(0)
 	for i, t := range toks {
@@ -461,19 +289,6 @@ func (r *Replica) slots(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// props serves GET /props: the few server properties clients read.
-func (r *Replica) props(w http.ResponseWriter, _ *http.Request) {
-	cfg := r.h.modelConfig
-	writeJSON(w, http.StatusOK, map[string]any{
-		"default_generation_settings": map[string]any{"n_ctx": cfg.SlotContext(), "params": map[string]any{"n_predict": -1}},
-		"total_slots":                 cfg.NParallel,
-		"model_alias":                 r.h.alias,
-		"model_path":                  r.h.alias,
-		"build_info":                  systemFingerprint,
-		"chat_template":               chatTemplate,
-	})
-}
-
 // chatTemplate describes the template the replica applies (ChatML, Qwen2.5).
 const chatTemplate = "<|im_start|>{role}\n{content}<|im_end|>\n ... <|im_start|>assistant\n"
 
@@ -518,12 +333,22 @@ func jsonErrorText(err error) string {
 	case errors.As(err, &typ) && typ.Field == "":
 		return fmt.Sprintf("request body: must be a JSON object, got %s", typ.Value)
 	case errors.As(err, &typ):
-		return fmt.Sprintf("%s: must be %s, got %s", typ.Field, jsonKind(typ.Type.Kind().String()), typ.Value)
+		return fmt.Sprintf("%s: must be %s, got %s", jsonField(typ.Field), jsonKind(typ.Type.Kind().String()), typ.Value)
 	case strings.Contains(err.Error(), "unexpected end of JSON input"):
 		return "invalid JSON: unexpected end of input"
 	default:
 		return "invalid request: " + err.Error()
 	}
+}
+
+// jsonField drops the Go names of embedded structs from a decoding error's
+// field path ("ChatRequest.max_tokens" → "max_tokens").
+func jsonField(f string) string {
+	parts := strings.Split(f, ".")
+	for len(parts) > 1 && parts[0] != "" && parts[0][0] >= 'A' && parts[0][0] <= 'Z' {
+		parts = parts[1:]
+	}
+	return strings.Join(parts, ".")
 }
 
 func jsonKind(k string) string {

@@ -44,7 +44,29 @@ type Options struct {
 	Alias string
 	// Logger receives one line per request (nil: none).
 	Logger *slog.Logger
+	// API is the engine whose HTTP face the replicas wear: APILlamaCpp
+	// (""), APIVLLM or APISGLang. The model behind them is the same.
+	API string
+	// APIKeys, when not empty, are the keys a request must present
+	// (Authorization: Bearer KEY, or X-Api-Key), as llama.cpp's --api-key
+	// and vLLM's --api-key ask; without one the answer is 401.
+	APIKeys []string
+	// CacheReport adds usage.prompt_tokens_details.cached_tokens to the
+	// OpenAI-compatible answers of the vLLM and SGLang faces (vLLM's
+	// --enable-prompt-tokens-details, SGLang's --enable-cache-report).
+	// llama.cpp always reports it.
+	CacheReport bool
 }
+
+// The engine faces of Options.API.
+const (
+	APILlamaCpp = "llamacpp"
+	APIVLLM     = "vllm"
+	APISGLang   = "sglang"
+)
+
+// APIs lists the engine faces a replica can wear.
+var APIs = []string{APILlamaCpp, APIVLLM, APISGLang}
 
 // ErrClosed is returned for requests cut short by Host.Close.
 var ErrClosed = errors.New("replica host closed")
@@ -58,6 +80,10 @@ type Host struct {
 	start time.Time
 
 	modelConfig model.Config
+	api         string
+	apiKeys     []string
+	cacheReport bool
+	vocab       *vocab
 
 	mu       sync.Mutex
 	group    *model.Group
@@ -90,6 +116,11 @@ func NewHost(opts Options) (*Host, error) {
 	if !(speed > 0) || math.IsInf(speed, 0) {
 		return nil, fmt.Errorf("speed: must be a positive number, got %v", opts.Speed)
 	}
+	switch opts.API {
+	case "", APILlamaCpp, APIVLLM, APISGLang:
+	default:
+		return nil, fmt.Errorf("api: must be one of %v, got %q", APIs, opts.API)
+	}
 	g, err := model.NewGroup(opts.SharedCPU)
 	if err != nil {
 		return nil, err
@@ -116,6 +147,13 @@ func NewHost(opts Options) (*Host, error) {
 	}
 	h.start = h.clock.Now()
 	h.modelConfig = opts.Model
+	h.api = opts.API
+	if h.api == "" {
+		h.api = APILlamaCpp
+	}
+	h.apiKeys = opts.APIKeys
+	h.cacheReport = opts.CacheReport || h.api == APILlamaCpp
+	h.vocab = newVocab()
 	go h.loop()
 	return h, nil
 }

@@ -36,16 +36,72 @@ var (
 // collector reads a replica's statistics at scrape time.
 type collector struct{ r *Replica }
 
+// The engine faces' names (Options.API): vLLM's vllm/v1/metrics/loggers.py
+// and SGLang's python/sglang/srt/metrics/collector.py, with their model_name
+// label.
+var (
+	descVLLMRunning = prometheus.NewDesc("vllm:num_requests_running", "Number of requests in model execution batches.", []string{"model_name"}, nil)
+	descVLLMWaiting = prometheus.NewDesc("vllm:num_requests_waiting", "Number of requests waiting to be processed.", []string{"model_name"}, nil)
+	descVLLMKV      = prometheus.NewDesc("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", []string{"model_name"}, nil)
+	descVLLMPrompt  = prometheus.NewDesc("vllm:prompt_tokens_total", "Number of prefill tokens processed.", []string{"model_name"}, nil)
+	descVLLMGen     = prometheus.NewDesc("vllm:generation_tokens_total", "Number of generation tokens processed.", []string{"model_name"}, nil)
+	descSGRunning   = prometheus.NewDesc("sglang:num_running_reqs", "The number of running requests.", []string{"model_name"}, nil)
+	descSGQueue     = prometheus.NewDesc("sglang:num_queue_reqs", "The number of requests in the waiting queue.", []string{"model_name"}, nil)
+	descSGUsage     = prometheus.NewDesc("sglang:token_usage", "The token usage.", []string{"model_name"}, nil)
+	descSGPrompt    = prometheus.NewDesc("sglang:prompt_tokens_total", "Number of prefill tokens processed.", []string{"model_name"}, nil)
+	descSGGen       = prometheus.NewDesc("sglang:generation_tokens_total", "Number of generation tokens processed.", []string{"model_name"}, nil)
+	descSGCacheHit  = prometheus.NewDesc("sglang:cache_hit_rate", "The prefix cache hit rate.", []string{"model_name"}, nil)
+)
+
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range allDescs {
+	descs := allDescs
+	switch c.r.h.api {
+	case APIVLLM:
+		descs = []*prometheus.Desc{descVLLMRunning, descVLLMWaiting, descVLLMKV, descVLLMPrompt, descVLLMGen}
+	case APISGLang:
+		descs = []*prometheus.Desc{descSGRunning, descSGQueue, descSGUsage, descSGPrompt, descSGGen, descSGCacheHit}
+	}
+	for _, d := range descs {
 		ch <- d
 	}
+}
+
+// collectEngine writes the vLLM or SGLang series; it reports whether it did.
+func (c *collector) collectEngine(ch chan<- prometheus.Metric, st model.Stats) bool {
+	m := c.r.h.alias
+	g := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, m)
+	}
+	k := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, m)
+	}
+	switch c.r.h.api {
+	case APIVLLM:
+		g(descVLLMRunning, float64(st.Processing))
+		g(descVLLMWaiting, float64(st.Deferred))
+		g(descVLLMKV, st.KVUsage)
+		k(descVLLMPrompt, float64(st.PromptTokens))
+		k(descVLLMGen, float64(st.PredictedTokens))
+	case APISGLang:
+		g(descSGRunning, float64(st.Processing))
+		g(descSGQueue, float64(st.Deferred))
+		g(descSGUsage, st.KVUsage)
+		k(descSGPrompt, float64(st.PromptTokens))
+		k(descSGGen, float64(st.PredictedTokens))
+		g(descSGCacheHit, ratio(float64(st.CacheN), float64(st.PromptTokens+st.CacheN)))
+	default:
+		return false
+	}
+	return true
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	var st model.Stats
 	var now time.Duration
 	c.r.h.inspect(c.r.index, func(s *model.Server, t time.Duration) { st, now = s.Stats(), t })
+	if c.collectEngine(ch, st) {
+		return
+	}
 	counter := func(d *prometheus.Desc, v float64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v)
 	}

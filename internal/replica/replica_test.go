@@ -94,6 +94,23 @@ func TestGoldenResponses(t *testing.T) {
 		{"tokenize.json", "POST", "/tokenize", `{"content":"Hello world, internationalization!"}`, 200},
 		{"tokenize_pieces.json", "POST", "/tokenize", `{"content":"Hello world!","with_pieces":true}`, 200},
 		{"health.json", "GET", "/health", ``, 200},
+		{"chat_stream_usage.txt", "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":3,"stream":true,"stream_options":{"include_usage":true}}`, 200},
+		{"chat_prefill.json", "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello, I"}],"max_tokens":3}`, 200},
+		{"chat_continue.json", "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello, I"}],"max_tokens":3,"continue_final_message":true,"add_generation_prompt":false}`, 200},
+		{"chat_response_format_json.json", "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":3,"response_format":{"type":"json_schema","json_schema":{"schema":{"type":"object"}}}}`, 200},
+		{"completion_return_tokens.json", "POST", "/completion", `{"prompt":"Count.","n_predict":3,"return_tokens":true}`, 200},
+		{"completion_stream_return_tokens.txt", "POST", "/completion", `{"prompt":"Count.","n_predict":2,"stream":true,"return_tokens":true}`, 200},
+		{"v1_completions_stream_usage.txt", "POST", "/v1/completions", `{"prompt":"Once upon a time","max_tokens":2,"stream":true,"stream_options":{"include_usage":true}}`, 200},
+		{"messages.json", "POST", "/v1/messages", `{"model":"claude-x","max_tokens":5,"system":[{"type":"text","text":"Be brief."}],"messages":[{"role":"user","content":[{"type":"text","text":"Hi"}]}]}`, 200},
+		{"messages_stream.txt", "POST", "/v1/messages", `{"max_tokens":3,"stream":true,"messages":[{"role":"user","content":"Hi"}]}`, 200},
+		{"models.json", "GET", "/v1/models", ``, 200},
+		{"props.json", "GET", "/props", ``, 200},
+		{"detokenize.json", "POST", "/detokenize", `{"tokens":[151644, 872, 198, 151645]}`, 200},
+		{"apply_template.json", "POST", "/apply-template", `{"messages":[{"role":"user","content":"Hi"}]}`, 200},
+		{"embeddings_oai.json", "POST", "/v1/embeddings", `{"input":["a"],"model":"m","encoding_format":"base64"}`, 200},
+		{"embedding_native.json", "POST", "/embedding", `{"content":"a"}`, 200},
+		{"rerank.json", "POST", "/v1/rerank", `{"query":"hashing rings","documents":["bread recipes","consistent hashing rings","rings"],"top_n":2}`, 200},
+		{"rerank_tei.json", "POST", "/rerank", `{"query":"hashing rings","texts":["bread","hashing rings"],"return_text":true}`, 200},
 		{"slots.json", "GET", "/slots", ``, 200},
 		// Errors: 400 with a message naming the problem.
 		{"error_malformed_json.json", "POST", "/completion", `{"prompt": "x",`, 400},
@@ -113,6 +130,14 @@ func TestGoldenResponses(t *testing.T) {
 		{"error_message_role_missing.json", "POST", "/v1/chat/completions", `{"messages": [{"content": "hi"}]}`, 400},
 		{"error_max_tokens_type.json", "POST", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "hi"}], "max_tokens": true}`, 400},
 		{"error_not_found.json", "GET", "/nope", ``, 404},
+		// llama.cpp's own 400s (server-common.cpp, oaicompat_chat_params_parse).
+		{"error_two_assistants.json", "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"test"},{"role":"assistant","content":"test"},{"role":"assistant","content":"test"}]}`, 400},
+		{"error_continue_and_generation_prompt.json", "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello"}],"continue_final_message":true}`, 400},
+		{"error_response_format_type.json", "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"response_format":{"type":"sound"}}`, 400},
+		{"error_response_format_schema.json", "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"response_format":{"type":"json_object","schema":123}}`, 400},
+		{"error_response_format_schema_type.json", "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"response_format":{"type":"json_object","schema":{"type":"hiccup"}}}`, 400},
+		{"error_rerank_no_documents.json", "POST", "/v1/rerank", `{"query":"q"}`, 400},
+		{"error_embeddings_no_input.json", "POST", "/v1/embeddings", `{"model":"m"}`, 400},
 		{"error_method.json", "GET", "/completion", ``, 405},
 	}
 	for _, tt := range tests {
@@ -153,18 +178,40 @@ func TestStreamsFollowLlamaCppFraming(t *testing.T) {
 	if err := json.Unmarshal([]byte(strings.TrimPrefix(nev[5], "data: ")), &last); err != nil || !last.Stop || last.Timings == nil || last.Timings.PredictedN != 5 {
 		t.Errorf("native final chunk %s: want stop and timings", nev[5])
 	}
-	// OpenAI: role chunk, one chunk per token, a final chunk with
-	// finish_reason, usage and timings, then [DONE].
+	// OpenAI (issue #14): a role chunk with "content": null, one chunk per
+	// token, a finish chunk with an empty delta carrying the timings and no
+	// usage (the client did not ask), then [DONE].
 	cev := events(chat)
 	if len(cev) != 7 || cev[6] != "data: [DONE]" {
 		t.Fatalf("chat stream has %d events or does not end with [DONE]:\n%s", len(cev), chat)
+	}
+	if !strings.Contains(cev[0], `"delta":{"role":"assistant","content":null}`) {
+		t.Errorf("first chunk %s: want role assistant and content null", cev[0])
 	}
 	var fin wire.ChatResponse
 	if err := json.Unmarshal([]byte(strings.TrimPrefix(cev[5], "data: ")), &fin); err != nil {
 		t.Fatal(err)
 	}
-	if fin.Usage == nil || fin.Timings == nil || fin.Choices[0].FinishReason == nil || fin.Usage.CompletionTokens != 4 {
-		t.Errorf("chat final chunk %s: want usage, timings and finish_reason", cev[5])
+	if fin.Usage != nil || fin.Timings == nil || fin.Choices[0].FinishReason == nil {
+		t.Errorf("chat finish chunk %s: want timings and finish_reason, no usage", cev[5])
+	}
+	// With include_usage: the finish chunk, then a chunk with "choices": []
+	// and usage, which also carries the timings (the last chunk does).
+	withUsage := do(t, r, "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":4,"stream":true,"stream_options":{"include_usage":true}}`).Body.String()
+	uev := events(withUsage)
+	if len(uev) != 8 || uev[7] != "data: [DONE]" {
+		t.Fatalf("chat stream with usage has %d events:\n%s", len(uev), withUsage)
+	}
+	var fin2, use wire.ChatResponse
+	_ = json.Unmarshal([]byte(strings.TrimPrefix(uev[5], "data: ")), &fin2)
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(uev[6], "data: ")), &use); err != nil {
+		t.Fatal(err)
+	}
+	if fin2.Timings != nil || fin2.Usage != nil || fin2.Choices[0].FinishReason == nil {
+		t.Errorf("finish chunk %s: want finish_reason only", uev[5])
+	}
+	if !strings.Contains(uev[6], `"choices":[]`) || use.Usage == nil || use.Usage.CompletionTokens != 4 || use.Timings == nil {
+		t.Errorf("usage chunk %s: want choices [], usage and timings", uev[6])
 	}
 }
 
@@ -433,5 +480,100 @@ func TestConcurrentRequestsOnASharedHost(t *testing.T) {
 		if err := <-errc; err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+func TestDetokenizeGivesBackTokenizedText(t *testing.T) {
+	r := newTestReplica(t, nil)
+	rec := do(t, r, "POST", "/tokenize", `{"content":"Hello world, internationalization!"}`)
+	var tok struct{ Tokens []int }
+	if err := json.Unmarshal(rec.Body.Bytes(), &tok); err != nil {
+		t.Fatal(err)
+	}
+	ids, _ := json.Marshal(map[string][]int{"tokens": tok.Tokens})
+	rec = do(t, r, "POST", "/detokenize", string(ids))
+	if got := rec.Body.String(); got != `{"content":"Hello world, internationalization!"}`+"\n" {
+		t.Errorf("detokenize = %s", got)
+	}
+}
+
+func TestAPIKeyAndCORS(t *testing.T) {
+	// llama.cpp's middleware (tools/server/server-http.cpp): OPTIONS is
+	// answered before the key is checked; /health and /v1/models are public.
+	r := newTestReplica(t, func(o *Options) { o.APIKeys = []string{"sk-test"} })
+	tests := []struct {
+		method, path, auth string
+		status             int
+	}{
+		{"POST", "/completion", "", 401},               // no key
+		{"POST", "/completion", "Bearer wrong", 401},   // wrong key
+		{"POST", "/completion", "Bearer sk-test", 200}, // the key
+		{"GET", "/health", "", 200},                    // public
+		{"GET", "/v1/models", "", 200},                 // public
+		{"GET", "/metrics", "", 401},                   // not public
+		{"OPTIONS", "/v1/chat/completions", "", 200},   // preflight
+	}
+	for _, tt := range tests {
+		req := httptest.NewRequest(tt.method, tt.path, strings.NewReader(`{"prompt":"hi","n_predict":1}`))
+		req.Header.Set("Origin", "http://example.test")
+		if tt.auth != "" {
+			req.Header.Set("Authorization", tt.auth)
+		}
+		rec := httptest.NewRecorder()
+		r.ServeHTTP(rec, req)
+		if rec.Code != tt.status {
+			t.Errorf("%s %s (%q): %d, want %d: %s", tt.method, tt.path, tt.auth, rec.Code, tt.status, rec.Body)
+		}
+		if got := rec.Header().Get("Access-Control-Allow-Origin"); got != "http://example.test" {
+			t.Errorf("%s %s: Access-Control-Allow-Origin %q", tt.method, tt.path, got)
+		}
+		if tt.status == 401 {
+			golden(t, "error_api_key.json", rec.Body.Bytes())
+		}
+	}
+	req := httptest.NewRequest("POST", "/completion", strings.NewReader(`{"prompt":"hi","n_predict":1}`))
+	req.Header.Set("X-Api-Key", "sk-test")
+	rec := httptest.NewRecorder()
+	r.ServeHTTP(rec, req)
+	if rec.Code != 200 {
+		t.Errorf("X-Api-Key: %d", rec.Code)
+	}
+}
+
+func TestEngineFaces(t *testing.T) {
+	// Issue #14: the same model behind vLLM's and SGLang's faces.
+	for _, api := range []string{APIVLLM, APISGLang} {
+		t.Run(api, func(t *testing.T) {
+			r := newTestReplica(t, func(o *Options) { o.API = api; o.CacheReport = true })
+			stream := do(t, r, "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":3,"stream":true}`).Body.String()
+			if strings.Contains(stream, "timings") || strings.Contains(stream, "usage") || !strings.Contains(stream, `"delta":{"role":"assistant","content":""}`) {
+				t.Errorf("stream without include_usage:\n%s", stream)
+			}
+			withUsage := do(t, r, "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":3,"stream":true,"stream_options":{"include_usage":true}}`).Body.String()
+			if !strings.Contains(withUsage, `"choices":[],"usage":{"prompt_tokens":33,"completion_tokens":3,"total_tokens":36,"prompt_tokens_details":{"cached_tokens":`) {
+				t.Errorf("stream with include_usage:\n%s", withUsage)
+			}
+			golden(t, api+"_chat_stream_usage.txt", []byte(withUsage))
+			if rec := do(t, r, "GET", "/health", ""); rec.Code != 200 || rec.Body.Len() != 0 {
+				t.Errorf("/health %d %q", rec.Code, rec.Body)
+			}
+			if rec := do(t, r, "POST", "/completion", `{"prompt":"x"}`); rec.Code != 404 {
+				t.Errorf("/completion on %s: %d, want 404", api, rec.Code)
+			}
+			metrics := do(t, r, "GET", "/metrics", "").Body.String()
+			want := map[string][]string{
+				APIVLLM:   {`vllm:num_requests_running{model_name="qwen2.5-0.5b-instruct-sim"}`, `vllm:num_requests_waiting{`, `vllm:kv_cache_usage_perc{`},
+				APISGLang: {`sglang:num_running_reqs{model_name="qwen2.5-0.5b-instruct-sim"}`, `sglang:num_queue_reqs{`, `sglang:token_usage{`},
+			}[api]
+			for _, w := range want {
+				if !strings.Contains(metrics, w) {
+					t.Errorf("metrics lack %s:\n%s", w, metrics)
+				}
+			}
+			models := do(t, r, "GET", "/v1/models", "").Body.String()
+			if !strings.Contains(models, `"owned_by":"`+api+`"`) {
+				t.Errorf("models %s", models)
+			}
+		})
 	}
 }

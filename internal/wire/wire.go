@@ -22,6 +22,12 @@ const (
 	PathCompletion      = "/completion"
 	PathChatCompletions = "/v1/chat/completions"
 	PathCompletions     = "/v1/completions"
+	PathMessages        = "/v1/messages" // Anthropic Messages API
+	PathModels          = "/v1/models"
+	PathEmbeddings      = "/v1/embeddings"
+	PathRerank          = "/v1/rerank"
+	PathTokenize        = "/tokenize"
+	PathDetokenize      = "/detokenize"
 )
 
 // Timings is llama.cpp's per-answer timing block. It appears on native
@@ -133,6 +139,23 @@ type ChatChoice struct {
 type ChatDelta struct {
 	Role    string  `json:"role,omitempty"`
 	Content *string `json:"content,omitempty"`
+	// NullContent writes "content": null when Content is nil: the first
+	// chunk of llama.cpp's, vLLM's and OpenAI's streams carries the role
+	// with a null content.
+	NullContent bool `json:"-"`
+}
+
+// MarshalJSON writes the delta, with "content": null when NullContent is
+// set and Content is nil.
+func (d ChatDelta) MarshalJSON() ([]byte, error) {
+	type plain ChatDelta
+	if !d.NullContent || d.Content != nil {
+		return json.Marshal(plain(d))
+	}
+	return json.Marshal(struct {
+		Role    string  `json:"role,omitempty"`
+		Content *string `json:"content"`
+	}{d.Role, nil})
 }
 
 // ChatResponse is an OpenAI chat answer ("chat.completion") or a streamed
@@ -190,6 +213,8 @@ const (
 	ErrTypeUnavailable    = "unavailable_error"     // 503
 	ErrTypeServer         = "server_error"          // 500, 502, 504
 	ErrTypeExceedsContext = "exceed_context_size_error"
+	ErrTypeAuthentication = "authentication_error" // 401
+	ErrTypeNotSupported   = "not_supported_error"  // 501
 )
 
 // NewError returns an ErrorBody for an HTTP status and message.
@@ -320,3 +345,17 @@ const (
 	SSEPrefix = "data: "
 	DataDone  = "[DONE]"
 )
+
+// Model is one entry of an OpenAI model list (GET /v1/models).
+type Model struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"` // "model"
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+// ModelList is OpenAI's GET /v1/models answer: {"object": "list", "data": [...]}.
+type ModelList struct {
+	Object string  `json:"object"`
+	Data   []Model `json:"data"`
+}
