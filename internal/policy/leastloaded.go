@@ -51,7 +51,6 @@ func (Least) Pick(req *Request, v *View) Decision {
 	return d
 }
 
-
 func explainLeast(d *Decision, b *strings.Builder) {
 	t := &d.Trace
 	b.WriteString("\n  in flight (requests): ")

@@ -58,6 +58,10 @@ var registry = [...]Spec{
 		Reasons: []Reason{Home, Overflow, Sticky, HomeLong, StickyLong, LeastLoaded}},
 	{Name: "least-loaded", Doc: "fewest requests in flight; ties by ring order from the conversation's home",
 		Make: func(Settings) Policy { return Least{} }, Reasons: []Reason{Fewest}},
+	{Name: "p2c", Doc: "power of two choices: two replicas drawn from the request, the less loaded wins (SGLang power_of_two)",
+		Defaults: func() Settings { return &P2C{ReportedLoad: true} },
+		Make:     func(s Settings) Policy { return s.(*P2C) },
+		Reasons:  []Reason{P2CFewer, P2CLessKV, P2COnly}},
 }
 
 // Names lists the policy names in canonical order.

@@ -1,0 +1,245 @@
+package policy
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/llm-ring/llm-ring/internal/ring"
+)
+
+// peerView returns n replicas llm-0 … llm-(n-1) on the router's default ring
+// (160 virtual nodes) with the given in-flight requests (tokens = 100 per
+// request); Match and Reported are left to the test.
+func peerView(reqs ...int64) *View {
+	names, r := peerRing(len(reqs))
+	loads := make([]Load, len(reqs))
+	for i, q := range reqs {
+		loads[i] = Load{Requests: q, Tokens: 100 * q}
+	}
+	return NewView(names, r, loads)
+}
+
+// peerRings caches the rings of peerView by size (tests build thousands of
+// views; a ring is immutable).
+var peerRings = map[int]*ring.Ring{}
+
+func peerRing(n int) ([]string, *ring.Ring) {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("llm-%d", i)
+	}
+	r, ok := peerRings[n]
+	if !ok {
+		r = ring.New(names, 160, nil)
+		peerRings[n] = r
+	}
+	return names, r
+}
+
+// report sets replica r's reported signals.
+func report(v *View, r int, running, waiting, kv float64) {
+	v.Rows[r].Reported = Reported{Running: running, Waiting: waiting, KVUse: kv, HasQueue: true, HasKV: true}
+}
+
+func mustNew(t testing.TB, name string, s Settings) Policy {
+	t.Helper()
+	p, err := New(name, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestP2C reproduces SGLang's power_of_two on two replicas, where both are
+// always drawn: the less loaded wins, by reported load when both report it,
+// by requests in flight for both when either does not (SGLang's
+// test_power_of_two_edge_cases, scenarios 1–4).
+func TestP2C(t *testing.T) {
+	tests := []struct {
+		name   string
+		setup  func(v *View) // loads are 10 and 2 requests
+		want   int
+		reason Reason
+	}{
+		// Nothing reported: the replica with fewer requests in flight.
+		{"requests", func(v *View) {}, 1, P2CFewer},
+		// Both report: llm-0 holds less KV despite its 10 requests (scenario 1).
+		{"both reported", func(v *View) { report(v, 0, 4, 0, 0.1); report(v, 1, 2, 0, 0.9) }, 0, P2CLessKV},
+		// Only llm-0 reports: both fall back to requests (scenario 2).
+		{"one reported", func(v *View) { report(v, 0, 4, 0, 0.1) }, 1, P2CFewer},
+		// Only llm-1 reports: the same (scenario 3).
+		{"other reported", func(v *View) { report(v, 1, 4, 0, 0.9) }, 1, P2CFewer},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := mustNew(t, "p2c", nil)
+			for seq := range uint64(50) {
+				v := peerView(10, 2)
+				tt.setup(v)
+				d := p.Pick(&Request{Hash: 99, Seq: seq, Last: -1}, v)
+				if d.Replica != tt.want || d.Reason != tt.reason {
+					t.Fatalf("seq %d: got %s (%s), want %s (%s)\n%s", seq, v.Names[d.Replica], d.Reason, v.Names[tt.want], tt.reason, d.Format())
+				}
+			}
+		})
+	}
+	// reported_load off: requests decide even when both report.
+	p := mustNew(t, "p2c", &P2C{ReportedLoad: false})
+	v := peerView(10, 2)
+	report(v, 0, 4, 0, 0.1)
+	report(v, 1, 2, 0, 0.9)
+	if d := p.Pick(&Request{Hash: 99, Last: -1}, v); d.Replica != 1 || d.Reason != P2CFewer {
+		t.Errorf("reported_load=false: got %s (%s)\n%s", v.Names[d.Replica], d.Reason, d.Format())
+	}
+}
+
+// TestP2CDraws checks the deterministic draw on eight replicas: the two
+// candidates always differ, the pick is the less loaded of them (the first
+// drawn on a tie), and over many requests every replica is drawn about
+// equally often (2/8 of the draws each), as with SGLang's random draw.
+func TestP2CDraws(t *testing.T) {
+	p := mustNew(t, "p2c", nil)
+	v := peerView(3, 1, 4, 1, 5, 9, 2, 6)
+	drawn := make([]int, len(v.Names))
+	const n = 40000
+	for i := range n {
+		req := Request{Hash: uint64(i%97) * 0x9e3779b97f4a7c15, Seq: uint64(i), Last: -1}
+		d := p.Pick(&req, v)
+		a, b := d.Trace.Cands[0], d.Trace.Cands[1]
+		if a.Replica == b.Replica {
+			t.Fatalf("request %d drew %s twice", i, v.Names[a.Replica])
+		}
+		want := int(a.Replica)
+		if v.Rows[b.Replica].Load.Requests < v.Rows[a.Replica].Load.Requests {
+			want = int(b.Replica)
+		}
+		if d.Replica != want {
+			t.Fatalf("request %d: picked %s, want %s\n%s", i, v.Names[d.Replica], v.Names[want], d.Format())
+		}
+		drawn[a.Replica]++
+		drawn[b.Replica]++
+	}
+	for r, c := range drawn {
+		if share := float64(c) / (2 * n); share < 0.115 || share > 0.135 {
+			t.Errorf("%s drawn in %.3f of the draws, want about 0.125", v.Names[r], share)
+		}
+	}
+}
+
+// TestP2CTrace pins the trace text: the reader can redo the draw's outcome.
+func TestP2CTrace(t *testing.T) {
+	p := mustNew(t, "p2c", nil)
+	v := peerView(10, 2)
+	d := p.Pick(&Request{Hash: 99, Seq: 0, Last: -1}, v)
+	got := d.Format()
+	for _, want := range []string{"p2c → llm-1 (p2c-fewer)", "over 2 allowed replicas", "in flight (requests): ", "llm-0=10", "llm-1=2"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("trace lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+// randomView is a random situation for the generic tests: loads, matches,
+// reported signals (each known or not), a random exclusion set that leaves
+// at least one replica.
+func randomView(rng *rand.Rand, n int) *View {
+	reqs := make([]int64, n)
+	for i := range reqs {
+		reqs[i] = int64(rng.IntN(4) * rng.IntN(40))
+	}
+	v := peerView(reqs...)
+	for i := range v.Rows {
+		v.Rows[i].Load.Tokens = reqs[i] * int64(50+rng.IntN(1000))
+		if rng.IntN(2) == 0 {
+			v.Rows[i].Match = rng.IntN(3000)
+		}
+		if rng.IntN(4) > 0 {
+			v.Rows[i].Reported = Reported{Running: float64(rng.IntN(8)), Waiting: float64(rng.IntN(3) * rng.IntN(10)), HasQueue: true}
+		}
+		if rng.IntN(4) > 0 {
+			v.Rows[i].Reported.KVUse, v.Rows[i].Reported.HasKV = rng.Float64(), true
+		}
+	}
+	v.Recount()
+	if rng.IntN(3) == 0 {
+		v.Exclude = make([]uint64, (n+63)/64)
+		keep := rng.IntN(n)
+		for r := range n {
+			if r != keep && rng.IntN(3) == 0 {
+				v.Exclude[r/64] |= 1 << (r % 64)
+			}
+		}
+	}
+	return v
+}
+
+func randomRequest(rng *rand.Rand, seq uint64, n int) Request {
+	req := Request{Hash: rng.Uint64(), Seq: seq, PromptTokens: rng.IntN(4000), OutputTokens: rng.IntN(300), Last: -1,
+		FirstUser: strings.Repeat("ab", rng.IntN(3)) + "héllo wörld"[:rng.IntN(5)]}
+	if rng.IntN(2) == 0 {
+		req.Last, req.CachedTokens = rng.IntN(n), rng.IntN(3000)
+	}
+	return req
+}
+
+// TestReasonsInSpec drives every registered policy with its defaults through
+// random views: every decision's reason is one its registry row lists (the
+// metrics' label set is bounded by the rows), the replica is never excluded,
+// and the trace renders with the policy's name first.
+func TestReasonsInSpec(t *testing.T) {
+	for _, sp := range Specs() {
+		t.Run(sp.Name, func(t *testing.T) {
+			p := mustNew(t, sp.Name, nil)
+			rng := rand.New(rand.NewPCG(11, 12))
+			seen := map[Reason]bool{}
+			for i := range 3000 {
+				n := 1 + rng.IntN(12)
+				if i%100 == 0 {
+					n = 300 // beyond the stack-sized scratch of ring walks
+				}
+				v := randomView(rng, n)
+				req := randomRequest(rng, uint64(i), n)
+				d := p.Pick(&req, v)
+				if d.Replica < 0 || d.Replica >= n || v.Excluded(d.Replica) {
+					t.Fatalf("step %d: picked %d (excluded=%v) of %d\n%s", i, d.Replica, d.Replica >= 0 && d.Replica < n && v.Excluded(d.Replica), n, d.Format())
+				}
+				if !slices.Contains(sp.Reasons, d.Reason) {
+					t.Fatalf("step %d: reason %q not in the registry row %v\n%s", i, d.Reason, sp.Reasons, d.Format())
+				}
+				if !strings.HasPrefix(d.Format(), sp.Name) {
+					t.Fatalf("trace does not start with %q:\n%s", sp.Name, d.Format())
+				}
+				seen[d.Reason] = true
+			}
+			t.Logf("reasons seen: %v", seen)
+		})
+	}
+}
+
+// TestPickAllocs checks that no registered policy allocates in Pick, on a
+// view with every signal filled in (the benchmark reports the same).
+func TestPickAllocs(t *testing.T) {
+	for _, name := range Names() {
+		for _, n := range []int{3, 300} {
+			p := mustNew(t, name, nil)
+			rng := rand.New(rand.NewPCG(5, 6))
+			v := randomView(rng, n)
+			v.Exclude = nil
+			reqs := make([]Request, 64)
+			for i := range reqs {
+				reqs[i] = randomRequest(rng, uint64(i), n)
+			}
+			i := 0
+			allocs := testing.AllocsPerRun(200, func() {
+				sink = p.Pick(&reqs[i%len(reqs)], v)
+				i++
+			})
+			if allocs != 0 {
+				t.Errorf("%s with %d replicas: %.1f allocations per Pick, want 0", name, n, allocs)
+			}
+		}
+	}
+}
