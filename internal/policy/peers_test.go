@@ -243,3 +243,108 @@ func TestPickAllocs(t *testing.T) {
 		}
 	}
 }
+
+// keyRing places llm-0, llm-1, llm-2 (one virtual node each) just after
+// key's hash, in the given order: the walk from the key meets them so.
+func keyRing(key string, order ...int) *View {
+	names := []string{"llm-0", "llm-1", "llm-2"}
+	h := ring.HashString(key)
+	pos := map[string]uint64{}
+	for i, r := range order {
+		pos["0:"+names[r]] = h + uint64(10*(i+1))
+	}
+	return NewView(names, fakeRing(names, 1, pos), make([]Load, 3))
+}
+
+// TestPrefixHash reproduces KubeAI's CHWBL decisions (balance_chwbl.go) on
+// hand-made loads; the key "You are a helpful assistant." has its ring home
+// on llm-0, then llm-2, then llm-1.
+func TestPrefixHash(t *testing.T) {
+	const sys = "You are a helpful assistant."
+	tests := []struct {
+		name    string
+		loads   []int64
+		exclude uint64
+		want    int
+		reason  Reason
+	}{
+		// Nothing in flight: the home.
+		{"idle home", []int64{0, 0, 0}, 0, 0, PrefixHome},
+		// threshold = (10+1)/3 × 1.25 = 4.58: home llm-0 has 6 > 4.58 → next clockwise llm-2 (2).
+		{"home over the bound", []int64{6, 2, 2}, 0, 2, PrefixNext},
+		// threshold = (6+1)/3 × 1.25 = 2.92: llm-0 has 2 ≤ 2.92 → home.
+		{"home within the bound", []int64{2, 2, 2}, 0, 0, PrefixHome},
+		// llm-0 and llm-2 over (4.58): llm-1 (0) is the first that fits, the walk's third.
+		{"walk to the third", []int64{5, 0, 5}, 0, 1, PrefixNext},
+		// The only light replica (llm-1) is excluded: threshold = (18+1)/3 × 1.25 = 7.92,
+		// llm-0 and llm-2 have 9 → none fits → the home (KubeAI's default endpoint).
+		{"all over: default", []int64{9, 0, 9}, 1 << 1, 0, PrefixDefault},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := mustNew(t, "prefix-hash", nil)
+			v := keyRing(sys, 0, 2, 1)
+			for i, l := range tt.loads {
+				v.Rows[i].Load = Load{Requests: l, Tokens: 100 * l}
+			}
+			v.Recount()
+			if tt.exclude != 0 {
+				v.Exclude = []uint64{tt.exclude}
+			}
+			d := p.Pick(&Request{Hash: 1, FirstUser: sys, Last: -1}, v)
+			if d.Replica != tt.want || d.Reason != tt.reason {
+				t.Errorf("got %s (%s), want %s (%s)\n%s", v.Names[d.Replica], d.Reason, v.Names[tt.want], tt.reason, d.Format())
+			}
+		})
+	}
+}
+
+// TestPrefixHashTrace pins the whole trace of the overflow case.
+func TestPrefixHashTrace(t *testing.T) {
+	const sys = "You are a helpful assistant."
+	p := mustNew(t, "prefix-hash", nil)
+	v := keyRing(sys, 0, 2, 1)
+	for i, l := range []int64{6, 2, 2} {
+		v.Rows[i].Load = Load{Requests: l}
+	}
+	v.Recount()
+	d := p.Pick(&Request{Hash: 1, FirstUser: sys, Last: -1}, v)
+	want := fmt.Sprintf(`prefix-hash → llm-2 (prefix-next)
+  key: first 28 characters of the first user message → hash=%016x → ring home llm-0
+  in flight (requests): llm-0=6 llm-1=2 llm-2=2; threshold = (10+1)/3 × 125%% = 4.58
+  llm-0: 6 > 4.58 → next
+  llm-2: 2 ≤ 4.58 → prefix-next`, ring.HashString(sys))
+	if got := d.Format(); got != want {
+		t.Errorf("trace:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestPrefixHashKey: the key is the first prefix_char_length characters
+// (runes, as KubeAI counts them) of the first user message, whatever the
+// conversation: two conversations sharing those characters share a home.
+func TestPrefixHashKey(t *testing.T) {
+	if k, n := prefixKey("héllo wörld", 4); k != "héll" || n != 4 {
+		t.Errorf("prefixKey(4) = %q, %d; want \"héll\", 4", k, n)
+	}
+	if k, n := prefixKey("hé", 100); k != "hé" || n != 2 {
+		t.Errorf("prefixKey(100) = %q, %d; want \"hé\", 2", k, n)
+	}
+	p := mustNew(t, "prefix-hash", &PrefixHash{MeanLoadPercentage: 125, PrefixCharLength: 10})
+	v := peerView(0, 0, 0, 0, 0, 0, 0, 0)
+	homes := map[int]bool{}
+	for i := range 50 {
+		// Equal first 10 characters, different conversations and endings.
+		d := p.Pick(&Request{Hash: uint64(i), FirstUser: fmt.Sprintf("0123456789 question %d", i), Last: -1}, v)
+		homes[d.Replica] = true
+	}
+	if len(homes) != 1 {
+		t.Errorf("one 10-character prefix went to %d replicas, want 1", len(homes))
+	}
+	for i := range 50 {
+		d := p.Pick(&Request{Hash: 7, FirstUser: fmt.Sprintf("%02d3456789", i), Last: -1}, v)
+		homes[d.Replica] = true
+	}
+	if len(homes) < 4 {
+		t.Errorf("50 different prefixes went to %d of 8 replicas, want them spread", len(homes))
+	}
+}

@@ -62,6 +62,10 @@ var registry = [...]Spec{
 		Defaults: func() Settings { return &P2C{ReportedLoad: true} },
 		Make:     func(s Settings) Policy { return s.(*P2C) },
 		Reasons:  []Reason{P2CFewer, P2CLessKV, P2COnly}},
+	{Name: "prefix-hash", Doc: "bounded-load consistent hashing on the first user message's first 100 characters (KubeAI PrefixHash)",
+		Defaults: func() Settings { return &PrefixHash{MeanLoadPercentage: 125, PrefixCharLength: 100} },
+		Make:     func(s Settings) Policy { return s.(*PrefixHash) },
+		Reasons:  []Reason{PrefixHome, PrefixNext, PrefixDefault}},
 }
 
 // Names lists the policy names in canonical order.
