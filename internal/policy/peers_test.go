@@ -348,3 +348,84 @@ func TestPrefixHashKey(t *testing.T) {
 		t.Errorf("50 different prefixes went to %d of 8 replicas, want them spread", len(homes))
 	}
 }
+
+// TestCacheAware reproduces SGLang's cache_aware decisions on hand-made
+// cases (defaults: cache_threshold 0.3, balance_abs_threshold 64,
+// balance_rel_threshold 1.5); the prompt is 1000 tokens.
+func TestCacheAware(t *testing.T) {
+	tests := []struct {
+		name   string
+		loads  []int64
+		match  []int
+		want   int
+		reason Reason
+	}{
+		// 100−10 = 90 > 64 and 100 > 1.5×10: imbalanced → shortest queue llm-1,
+		// although llm-0 holds the whole prompt.
+		{"imbalanced: shortest queue", []int64{100, 10, 50}, []int{1000, 0, 0}, 1, CacheImbalanced},
+		// 100−40 = 60 ≤ 64: balanced → llm-0's match 900/1000 = 0.9 > 0.3.
+		{"abs threshold not met", []int64{100, 40, 50}, []int{900, 0, 0}, 0, CacheMatch},
+		// 150−80 = 70 > 64 and 150 > 1.5×80 = 120: imbalanced → llm-1 despite llm-0's 0.9 match.
+		{"both thresholds met", []int64{150, 80, 90}, []int{900, 0, 0}, 1, CacheImbalanced},
+		// 200−136 = 64, not above 64: balanced → the match.
+		{"abs threshold is strict", []int64{200, 136, 150}, []int{900, 0, 0}, 0, CacheMatch},
+		// 200−100 = 100 > 64 and 200 > 1.5×100: imbalanced.
+		{"rel threshold met", []int64{200, 100, 150}, []int{900, 0, 0}, 1, CacheImbalanced},
+		// 170−120 = 50 ≤ 64: balanced; best match 310/1000 = 0.31 > 0.3 → llm-2.
+		{"just above the threshold", []int64{170, 120, 150}, []int{0, 100, 310}, 2, CacheMatch},
+		// Best match 300/1000 = 0.3, not above 0.3 → least loaded llm-1.
+		{"at the threshold: least loaded", []int64{3, 1, 2}, []int{0, 100, 300}, 1, CacheLowMatch},
+		// Nothing matched → least loaded; ties go to the first in name order (llm-0).
+		{"no match, tie by order", []int64{1, 1, 2}, []int{0, 0, 0}, 0, CacheLowMatch},
+		// 65−0 = 65 > 64 and 65 > 1.5×0: an idle replica makes the set imbalanced.
+		{"an idle replica unbalances", []int64{65, 0, 30}, []int{1000, 0, 0}, 1, CacheImbalanced},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := mustNew(t, "cache-aware", nil)
+			v := peerView(tt.loads...)
+			for r, m := range tt.match {
+				v.Rows[r].Match = m
+			}
+			d := p.Pick(&Request{Hash: 5, PromptTokens: 1000, Last: -1}, v)
+			if d.Replica != tt.want || d.Reason != tt.reason {
+				t.Errorf("got %s (%s), want %s (%s)\n%s", v.Names[d.Replica], d.Reason, v.Names[tt.want], tt.reason, d.Format())
+			}
+		})
+	}
+}
+
+// TestCacheAwareTrace pins the trace of the imbalanced switch and of a match.
+func TestCacheAwareTrace(t *testing.T) {
+	p := mustNew(t, "cache-aware", nil)
+	v := peerView(100, 10, 50)
+	v.Rows[0].Match = 1000
+	d := p.Pick(&Request{Hash: 5, PromptTokens: 1000, Last: -1}, v)
+	want := `cache-aware → llm-1 (imbalanced)
+  in flight / matched tokens: llm-0=100/1000 llm-1=10/0 llm-2=50/0
+  imbalanced: max−min = 100−10 = 90 > 64 and 100 > 1.5×10 → shortest queue: llm-1`
+	if got := d.Format(); got != want {
+		t.Errorf("trace:\n%s\nwant:\n%s", got, want)
+	}
+	v = peerView(3, 1, 2)
+	v.Rows[2].Match = 450
+	d = p.Pick(&Request{Hash: 5, PromptTokens: 1000, Last: -1}, v)
+	want = `cache-aware → llm-2 (prefix-match)
+  in flight / matched tokens: llm-0=3/0 llm-1=1/0 llm-2=2/450
+  balanced: max−min = 3−1 = 2 ≤ 64
+  best match 450 of 1000 prompt tokens = 0.450 > 0.3 → llm-2 (the best match, first clockwise from the home on a tie)`
+	if got := d.Format(); got != want {
+		t.Errorf("trace:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestCacheAwareRelThreshold: with balance_rel_threshold 2, max must exceed
+// twice the minimum; 200 vs 100 is not imbalanced, so the match decides.
+func TestCacheAwareRelThreshold(t *testing.T) {
+	p := mustNew(t, "cache-aware", &CacheAware{CacheThreshold: 0.3, BalanceAbsThreshold: 64, BalanceRelThreshold: 2})
+	v := peerView(200, 100, 150)
+	v.Rows[0].Match = 900
+	if d := p.Pick(&Request{Hash: 5, PromptTokens: 1000, Last: -1}, v); d.Replica != 0 || d.Reason != CacheMatch {
+		t.Errorf("got %s (%s), want llm-0 (prefix-match)\n%s", v.Names[d.Replica], d.Reason, d.Format())
+	}
+}

@@ -66,6 +66,12 @@ var registry = [...]Spec{
 		Defaults: func() Settings { return &PrefixHash{MeanLoadPercentage: 125, PrefixCharLength: 100} },
 		Make:     func(s Settings) Policy { return s.(*PrefixHash) },
 		Reasons:  []Reason{PrefixHome, PrefixNext, PrefixDefault}},
+	{Name: "cache-aware", Doc: "shortest queue when imbalanced, else the longest prefix match above 30 % of the prompt, else least loaded (SGLang cache_aware)",
+		Defaults: func() Settings {
+			return &CacheAware{CacheThreshold: 0.3, BalanceAbsThreshold: 64, BalanceRelThreshold: 1.5}
+		},
+		Make:    func(s Settings) Policy { return s.(*CacheAware) },
+		Reasons: []Reason{CacheImbalanced, CacheMatch, CacheLowMatch}},
 }
 
 // Names lists the policy names in canonical order.
