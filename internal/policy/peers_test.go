@@ -429,3 +429,106 @@ func TestCacheAwareRelThreshold(t *testing.T) {
 		t.Errorf("got %s (%s), want llm-0 (prefix-match)\n%s", v.Names[d.Replica], d.Reason, d.Format())
 	}
 }
+
+// TestScored reproduces the endpoint picker's default profile on hand-made
+// cases (weights queue 2, kv 2, prefix 3); the prompt is 1000 tokens.
+func TestScored(t *testing.T) {
+	tests := []struct {
+		name   string
+		setup  func(v *View) // three replicas, in flight 5, 1, 3
+		want   int
+		reason Reason
+	}{
+		// Reported queues 4, 0, 2 → 0, 1, 0.5; KV use 0.5 each → 0.5; no match.
+		// Scores 2·0+1 = 1, 2·1+1 = 3, 2·0.5+1 = 2 → llm-1.
+		{"shortest queue", func(v *View) {
+			report(v, 0, 4, 4, 0.5)
+			report(v, 1, 4, 0, 0.5)
+			report(v, 2, 4, 2, 0.5)
+		}, 1, ScoredTop},
+		// Same, but llm-0 holds 800/1000 of the prompt: 1 + 3·0.8 = 3.4 > 3 → llm-0.
+		{"prefix outweighs queue", func(v *View) {
+			report(v, 0, 4, 4, 0.5)
+			report(v, 1, 4, 0, 0.5)
+			report(v, 2, 4, 2, 0.5)
+			v.Rows[0].Match = 800
+		}, 0, ScoredTop},
+		// 600/1000: 1 + 1.8 = 2.8 < 3 → the queue wins, llm-1.
+		{"queue outweighs a weaker prefix", func(v *View) {
+			report(v, 0, 4, 4, 0.5)
+			report(v, 1, 4, 0, 0.5)
+			report(v, 2, 4, 2, 0.5)
+			v.Rows[0].Match = 600
+		}, 1, ScoredTop},
+		// llm-2's queue unknown: the queue scorer uses requests in flight for
+		// all (5, 1, 3 → 0, 1, 0.5), KV use 0.9, 0.9, 0.1 → 0.1, 0.1, 0.9:
+		// 0.2, 2.2, 1 + 1.8 = 2.8 → llm-2.
+		{"unknown queue: in flight", func(v *View) {
+			report(v, 0, 0, 0, 0.9)
+			report(v, 1, 0, 9, 0.9)
+			v.Rows[2].Reported = Reported{KVUse: 0.1, HasKV: true}
+		}, 2, ScoredTop},
+		// Nothing reported: in flight decides (kv drops out) → llm-1.
+		{"nothing reported", func(v *View) {}, 1, ScoredTop},
+		// Equal queues (all 1) and KV: every score 2 + 2·0.5 = 3 → tie →
+		// the first clockwise from the home of hash 5.
+		{"tie", func(v *View) {
+			report(v, 0, 1, 1, 0.5)
+			report(v, 1, 1, 1, 0.5)
+			report(v, 2, 1, 1, 0.5)
+		}, -1, ScoredTie},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := mustNew(t, "scored", nil)
+			v := peerView(5, 1, 3)
+			tt.setup(v)
+			req := Request{Hash: 5, PromptTokens: 1000, Last: -1}
+			want := tt.want
+			if want < 0 {
+				want = v.Ring.Home(req.Hash)
+			}
+			d := p.Pick(&req, v)
+			if d.Replica != want || d.Reason != tt.reason {
+				t.Errorf("got %s (%s), want %s (%s)\n%s", v.Names[d.Replica], d.Reason, v.Names[want], tt.reason, d.Format())
+			}
+		})
+	}
+}
+
+// TestScoredTrace pins the trace of the unknown-queue case.
+func TestScoredTrace(t *testing.T) {
+	p := mustNew(t, "scored", nil)
+	v := peerView(5, 1, 3)
+	report(v, 0, 0, 0, 0.9)
+	report(v, 1, 0, 9, 0.9)
+	v.Rows[2].Reported = Reported{KVUse: 0.1, HasKV: true}
+	v.Rows[0].Match = 250
+	d := p.Pick(&Request{Hash: 5, PromptTokens: 1000, Last: -1}, v)
+	want := `scored → llm-2 (top-score)
+  score = 2·queue + 2·kv + 3·prefix
+  queue: a replica's queue is unknown → router-side requests in flight, min 1 max 5
+  llm-0: queue 5 → 0.000, kv 0.100, prefix 0.250 → 0.950
+  llm-1: queue 1 → 1.000, kv 0.100, prefix 0.000 → 2.200
+  llm-2: queue 3 → 0.500, kv 0.900, prefix 0.000 → 2.800
+  top score 2.800 → llm-2`
+	if got := d.Format(); got != want {
+		t.Errorf("trace:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestScoredChosenInTrace: with more replicas than trace rows, the chosen
+// replica's row is still shown.
+func TestScoredChosenInTrace(t *testing.T) {
+	p := mustNew(t, "scored", nil)
+	loads := make([]int64, 20)
+	for i := range loads {
+		loads[i] = 5
+	}
+	loads[17] = 0
+	v := peerView(loads...)
+	d := p.Pick(&Request{Hash: 5, PromptTokens: 1000, Last: -1}, v)
+	if d.Replica != 17 || !strings.Contains(d.Format(), "llm-17: queue 0 → 1.000") || !strings.Contains(d.Format(), "… 12 more replicas scored") {
+		t.Errorf("got %s, want llm-17 with its row in the trace:\n%s", v.Names[d.Replica], d.Format())
+	}
+}

@@ -72,6 +72,10 @@ var registry = [...]Spec{
 		},
 		Make:    func(s Settings) Policy { return s.(*CacheAware) },
 		Reasons: []Reason{CacheImbalanced, CacheMatch, CacheLowMatch}},
+	{Name: "scored", Doc: "weighted scorers 2·queue + 2·(1 − KV use) + 3·prefix match, highest wins (Gateway API Inference Extension / llm-d default profile)",
+		Defaults: func() Settings { return &Scored{QueueWeight: 2, KVCacheWeight: 2, PrefixWeight: 3} },
+		Make:     func(s Settings) Policy { return s.(*Scored) },
+		Reasons:  []Reason{ScoredTop, ScoredTie}},
 }
 
 // Names lists the policy names in canonical order.
