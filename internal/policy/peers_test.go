@@ -532,3 +532,111 @@ func TestScoredChosenInTrace(t *testing.T) {
 		t.Errorf("got %s, want llm-17 with its row in the trace:\n%s", v.Names[d.Replica], d.Format())
 	}
 }
+
+// TestKVCost reproduces Dynamo's cost trade-off: an 800-token prompt (50
+// blocks of 16) fully cached on llm-0 and nowhere else. llm-1 is idle:
+// cost 1·50 + (0 + 50) = 100. llm-0 costs 1·0 + (a + 50) with a active
+// blocks: it keeps the request, busier as it is, while a < 50; at a = 50
+// the costs tie; beyond, the active blocks outweigh the overlap.
+func TestKVCost(t *testing.T) {
+	p := mustNew(t, "kv-cost", nil)
+	for a := int64(0); a <= 60; a++ {
+		v := peerView(1, 0)
+		v.Rows[0].Load.Tokens = a*16 - 5 // rounds up to a blocks
+		if a == 0 {
+			v.Rows[0].Load.Tokens = 0
+		}
+		v.Rows[0].Match = 800
+		v.Recount()
+		req := Request{Hash: 5, PromptTokens: 800, OutputTokens: 100, Last: -1}
+		d := p.Pick(&req, v)
+		want, reason := 0, KVLowest
+		switch {
+		case a == 50:
+			want, reason = v.Ring.Home(req.Hash), KVTie
+		case a > 50:
+			want = 1
+		}
+		if d.Replica != want || d.Reason != reason {
+			t.Fatalf("%d active blocks on llm-0: got %s (%s), want %s (%s)\n%s", a, v.Names[d.Replica], d.Reason, v.Names[want], reason, d.Format())
+		}
+		if d.Charge != 800 {
+			t.Fatalf("charge %d, want the prompt's 800 tokens (Dynamo tracks prompt blocks)", d.Charge)
+		}
+	}
+}
+
+// TestKVCostWeight: overlap_score_weight 0.5 halves the prefill term, so the
+// cached replica keeps the request only while a < 25.
+func TestKVCostWeight(t *testing.T) {
+	p := mustNew(t, "kv-cost", &KVCost{OverlapScoreWeight: 0.5, BlockSize: 16})
+	for _, tc := range []struct {
+		active int64
+		want   int
+	}{{24, 0}, {26, 1}} {
+		v := peerView(1, 0)
+		v.Rows[0].Load.Tokens, v.Rows[0].Match = tc.active*16, 800
+		d := p.Pick(&Request{Hash: 5, PromptTokens: 800, Last: -1}, v)
+		if d.Replica != tc.want {
+			t.Errorf("%d active blocks: got %s, want %s\n%s", tc.active, v.Names[d.Replica], v.Names[tc.want], d.Format())
+		}
+	}
+}
+
+// TestKVCostTrace pins the trace: a partial match (500 tokens = 31 whole
+// blocks) and a fractional prefill; llm-0's 40 active blocks outweigh its
+// 31 cached ones.
+func TestKVCostTrace(t *testing.T) {
+	p := mustNew(t, "kv-cost", nil)
+	v := peerView(2, 1)
+	v.Rows[0].Load.Tokens, v.Rows[0].Match = 640, 500
+	v.Rows[1].Load.Tokens = 100
+	d := p.Pick(&Request{Hash: 5, PromptTokens: 810, Last: -1}, v)
+	want := `kv-cost → llm-1 (lowest-cost)
+  block 16 tokens; prompt 810 tokens = 51 blocks; cost = 1 × prefill blocks + (active blocks + 51)
+  llm-0: matched 500 tokens = 31 cached blocks → prefill 19.625; active 40 → decode 91; cost 110.625
+  llm-1: matched 0 tokens = 0 cached blocks → prefill 50.625; active 7 → decode 58; cost 108.625
+  lowest cost 108.625 → llm-1`
+	if got := d.Format(); got != want {
+		t.Errorf("trace:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestPeerSettings: each peer's invalid settings are refused with an error
+// naming the key, and its defaults are its project's.
+func TestPeerSettings(t *testing.T) {
+	for _, tc := range []struct {
+		policy, raw, key string
+	}{
+		{"prefix-hash", `{"mean_load_percentage": 99}`, "mean_load_percentage"},
+		{"prefix-hash", `{"prefix_char_length": 0}`, "prefix_char_length"},
+		{"cache-aware", `{"cache_threshold": 1.5}`, "cache_threshold"},
+		{"cache-aware", `{"balance_abs_threshold": -1}`, "balance_abs_threshold"},
+		{"cache-aware", `{"balance_rel_threshold": -2}`, "balance_rel_threshold"},
+		{"scored", `{"queue_weight": -1}`, "queue_weight"},
+		{"scored", `{"queue_weight": 0, "kv_cache_weight": 0, "prefix_weight": 0}`, "queue_weight"},
+		{"kv-cost", `{"block_size": 0}`, "block_size"},
+		{"kv-cost", `{"overlap_score_weight": -1}`, "overlap_score_weight"},
+		{"p2c", `{"reported_load": 3}`, "reported_load"},
+	} {
+		sp, err := Lookup(tc.policy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sp.Decode(nil, []byte(tc.raw)); err == nil || !strings.HasPrefix(err.Error(), tc.key+":") {
+			t.Errorf("%s %s: err = %v, want one naming %s", tc.policy, tc.raw, err, tc.key)
+		}
+	}
+	for name, want := range map[string]string{
+		"p2c":         `map[reported_load:true]`,
+		"prefix-hash": `map[mean_load_percentage:125 prefix_char_length:100]`,
+		"cache-aware": `map[balance_abs_threshold:64 balance_rel_threshold:1.5 cache_threshold:0.3]`,
+		"scored":      `map[kv_cache_weight:2 prefix_weight:3 queue_weight:2]`,
+		"kv-cost":     `map[block_size:16 overlap_score_weight:1]`,
+	} {
+		sp, _ := Lookup(name)
+		if got := fmt.Sprint(SettingsMap(sp.Defaults())); got != want {
+			t.Errorf("%s defaults = %s, want %s", name, got, want)
+		}
+	}
+}

@@ -76,6 +76,10 @@ var registry = [...]Spec{
 		Defaults: func() Settings { return &Scored{QueueWeight: 2, KVCacheWeight: 2, PrefixWeight: 3} },
 		Make:     func(s Settings) Policy { return s.(*Scored) },
 		Reasons:  []Reason{ScoredTop, ScoredTie}},
+	{Name: "kv-cost", Doc: "lowest cost = prefill blocks not cached there + active decode blocks there (Dynamo KV router, approximate mode)",
+		Defaults: func() Settings { return &KVCost{OverlapScoreWeight: 1, BlockSize: 16} },
+		Make:     func(s Settings) Policy { return s.(*KVCost) },
+		Reasons:  []Reason{KVLowest, KVTie}},
 }
 
 // Names lists the policy names in canonical order.
