@@ -94,7 +94,7 @@ func (c *CacheAware) Pick(req *Request, v *View) Decision {
 	t.Explain = explainCacheAware
 	d.Charge = wholeCost(req)
 	lo, hi := int64(-1), int64(-1)
-	bestMatch := 0
+	bestMatch, bestAt, nBest := 0, -1, 0
 	for r := range v.Rows {
 		row := &v.Rows[r]
 		if r < MaxTraceCands {
@@ -110,7 +110,12 @@ func (c *CacheAware) Pick(req *Request, v *View) Decision {
 		if l > hi {
 			hi = l
 		}
-		bestMatch = max(bestMatch, row.Match)
+		switch {
+		case row.Match > bestMatch:
+			bestMatch, bestAt, nBest = row.Match, r, 1
+		case row.Match == bestMatch:
+			nBest++
+		}
 	}
 	t.Vals[0], t.Vals[1] = float64(lo), float64(hi)
 	t.Vals[2], t.Vals[3] = c.CacheThreshold, float64(bestMatch)
@@ -125,7 +130,10 @@ func (c *CacheAware) Pick(req *Request, v *View) Decision {
 	}
 	t.Vals[6] = rate
 	if bestMatch > 0 && rate > c.CacheThreshold {
-		d.Replica, d.Reason = v.ringFirst(req.Hash, func(r int) bool { return v.Rows[r].Match == bestMatch }), CacheMatch
+		d.Replica, d.Reason = bestAt, CacheMatch
+		if nBest > 1 { // a tie: the first clockwise from the home (a walk)
+			d.Replica = v.ringFirst(req.Hash, func(r int) bool { return v.Rows[r].Match == bestMatch })
+		}
 		return d
 	}
 	d.Replica, d.Reason = v.leastRequests(), CacheLowMatch
