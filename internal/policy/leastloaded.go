@@ -11,6 +11,14 @@ import (
 // so that a lone conversation stays home (keeping its cache) and router
 // instances with the same view agree. It is the worked example of adding a
 // policy (docs/design.md, "Adding a policy"): this file and one registry row.
+//
+// Source: substratusai/kubeai, internal/loadbalancer/balance_least_load.go
+// (commit 2f32ef498da6): the endpoint with the fewest in-flight requests,
+// keeping the first one met on a tie — but it ranges over a Go map, whose
+// order the runtime randomises, so KubeAI's ties are effectively random.
+// The ring-order rule is the deterministic stand-in (a tie lands on a
+// different replica for different conversations, as a random pick would,
+// but the same one for the same conversation).
 type Least struct{}
 
 var _ Policy = Least{}
@@ -50,7 +58,6 @@ func (Least) Pick(req *Request, v *View) Decision {
 	d.Replica, d.Reason, d.Charge = best, Fewest, wholeCost(req)
 	return d
 }
-
 
 func explainLeast(d *Decision, b *strings.Builder) {
 	t := &d.Trace

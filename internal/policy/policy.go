@@ -22,6 +22,7 @@ package policy
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"strings"
 
 	"github.com/llm-ring/llm-ring/internal/ring"
@@ -179,6 +180,57 @@ func (v *View) leastRequests() int {
 		}
 	}
 	return best
+}
+
+// ringFirst returns the first replica met walking the ring clockwise from
+// h that is not excluded and for which ok holds, or -1. The peers use it to
+// break ties deterministically (their projects pick randomly among ties, or
+// by map order): the first tied replica clockwise from the conversation's
+// home, so that router instances with the same view agree and a lone
+// conversation keeps its home.
+func (v *View) ringFirst(h uint64, ok func(r int) bool) int {
+	pos := v.Ring.Search(h)
+	for i := 0; i < v.Ring.Len(); i++ {
+		if r := v.Ring.Replica(pos + i); !v.Excluded(r) && ok(r) {
+			return r
+		}
+	}
+	return -1
+}
+
+// allowed counts the replicas that are not excluded.
+func (v *View) allowed() int {
+	n := len(v.Names)
+	for _, w := range v.Exclude {
+		n -= bits.OnesCount64(w)
+	}
+	return n
+}
+
+// nthAllowed returns the k-th (from 0) replica in name order that is not
+// excluded, or -1.
+func (v *View) nthAllowed(k int) int {
+	for r := range v.Names {
+		if v.Excluded(r) {
+			continue
+		}
+		if k == 0 {
+			return r
+		}
+		k--
+	}
+	return -1
+}
+
+// mix64 is the splitmix64 finaliser: a fixed bijection that spreads the
+// bits of x, for deterministic "random" draws derived from a request.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
 }
 
 // Reason says why a replica was chosen: a short code owned by the policy

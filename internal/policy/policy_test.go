@@ -39,7 +39,8 @@ func seedParams() *LLMAware {
 }
 
 // seedSettings returns the study's settings for the named policy: the
-// seed's llm-aware settings, bounded in tokens, nothing for the others.
+// seed's llm-aware settings, bounded in tokens; nil (the documented
+// defaults) for the others, the peers included.
 func seedSettings(name string) Settings {
 	switch name {
 	case "llm-aware":
@@ -321,6 +322,15 @@ func TestNewErrors(t *testing.T) {
 
 var sink Decision
 
+// firstUsers are the benchmark's first user messages: a few shared system
+// prompts longer than prefix-hash's 100 characters, and short questions.
+var firstUsers = []string{
+	strings.Repeat("You are a helpful assistant. Answer briefly and cite sources. ", 4),
+	strings.Repeat("Résumé du document suivant, en français s'il vous plaît : ", 3),
+	"What is the capital of France?",
+	"Write a haiku about routers.",
+}
+
 func BenchmarkPick(b *testing.B) {
 	for _, name := range Names() {
 		for _, n := range []int{3, 64, 1024} {
@@ -334,12 +344,21 @@ func BenchmarkPick(b *testing.B) {
 				rng := rand.New(rand.NewPCG(7, 7))
 				for i := range v.Rows {
 					v.Rows[i].Load = Load{Requests: int64(1 + rng.IntN(8)), Tokens: int64(500 + rng.IntN(4000))}
+					// Every signal filled in, so that the peers take their
+					// full paths: a match on a quarter of the replicas, and
+					// reports from all.
+					if rng.IntN(4) == 0 {
+						v.Rows[i].Match = rng.IntN(3000)
+					}
+					v.Rows[i].Reported = Reported{Running: float64(rng.IntN(8)), Waiting: float64(rng.IntN(6)),
+						KVUse: rng.Float64(), HasQueue: true, HasKV: true}
 				}
 				v.Recount()
 				const pool = 1024
 				reqs := make([]Request, pool)
 				for i := range reqs {
-					reqs[i] = Request{Hash: rng.Uint64(), Seq: uint64(i), PromptTokens: 100 + rng.IntN(3000), OutputTokens: 128, Last: rng.IntN(n), CachedTokens: rng.IntN(2000)}
+					reqs[i] = Request{Hash: rng.Uint64(), Seq: uint64(i), PromptTokens: 100 + rng.IntN(3000), OutputTokens: 128, Last: rng.IntN(n), CachedTokens: rng.IntN(2000),
+						FirstUser: firstUsers[i%len(firstUsers)]}
 				}
 				b.ReportAllocs()
 				b.ResetTimer()

@@ -58,6 +58,28 @@ var registry = [...]Spec{
 		Reasons: []Reason{Home, Overflow, Sticky, HomeLong, StickyLong, LeastLoaded}},
 	{Name: "least-loaded", Doc: "fewest requests in flight; ties by ring order from the conversation's home",
 		Make: func(Settings) Policy { return Least{} }, Reasons: []Reason{Fewest}},
+	{Name: "p2c", Doc: "power of two choices: two replicas drawn from the request, the less loaded wins (SGLang power_of_two)",
+		Defaults: func() Settings { return &P2C{ReportedLoad: true} },
+		Make:     func(s Settings) Policy { return s.(*P2C) },
+		Reasons:  []Reason{P2CFewer, P2CLessKV, P2COnly}},
+	{Name: "prefix-hash", Doc: "bounded-load consistent hashing on the first user message's first 100 characters (KubeAI PrefixHash)",
+		Defaults: func() Settings { return &PrefixHash{MeanLoadPercentage: 125, PrefixCharLength: 100} },
+		Make:     func(s Settings) Policy { return s.(*PrefixHash) },
+		Reasons:  []Reason{PrefixHome, PrefixNext, PrefixDefault}},
+	{Name: "cache-aware", Doc: "shortest queue when imbalanced, else the longest prefix match above 30 % of the prompt, else least loaded (SGLang cache_aware)",
+		Defaults: func() Settings {
+			return &CacheAware{CacheThreshold: 0.3, BalanceAbsThreshold: 64, BalanceRelThreshold: 1.5}
+		},
+		Make:    func(s Settings) Policy { return s.(*CacheAware) },
+		Reasons: []Reason{CacheImbalanced, CacheMatch, CacheLowMatch}},
+	{Name: "scored", Doc: "weighted scorers 2·queue + 2·(1 − KV use) + 3·prefix match, highest wins (Gateway API Inference Extension / llm-d default profile)",
+		Defaults: func() Settings { return &Scored{QueueWeight: 2, KVCacheWeight: 2, PrefixWeight: 3} },
+		Make:     func(s Settings) Policy { return s.(*Scored) },
+		Reasons:  []Reason{ScoredTop, ScoredTie}},
+	{Name: "kv-cost", Doc: "lowest cost = prefill blocks not cached there + active decode blocks there (Dynamo KV router, approximate mode)",
+		Defaults: func() Settings { return &KVCost{OverlapScoreWeight: 1, BlockSize: 16} },
+		Make:     func(s Settings) Policy { return s.(*KVCost) },
+		Reasons:  []Reason{KVLowest, KVTie}},
 }
 
 // Names lists the policy names in canonical order.

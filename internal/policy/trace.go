@@ -39,9 +39,9 @@ type Trace struct {
 	// a plain function (never a closure), so setting it does not allocate.
 	Explain func(d *Decision, b *strings.Builder)
 	Names   []string
-	N      int // replicas
-	Hash   uint64
-	Seq    uint64
+	N       int // replicas
+	Hash    uint64
+	Seq     uint64
 
 	Prompt, Output int // request tokens
 	Last           int // placement memory: last replica (-1 none)

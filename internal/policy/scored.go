@@ -1,0 +1,207 @@
+package policy
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Scored is the default scheduling profile of the Gateway API Inference
+// Extension's endpoint picker (EPP), which the llm-d inference scheduler
+// ships unchanged: three scorers, each in [0, 1], summed with weights, and
+// the max-score picker.
+//
+//	queue(r)  = (max q − q_r) / (max q − min q)   (1 for all when max = min)
+//	            q = the replica-reported waiting queue
+//	kv(r)     = 1 − reported KV-cache use
+//	prefix(r) = matched ÷ prompt (blocks in the EPP; here Match ÷ PromptTokens, ≤ 1)
+//	score(r)  = queue_weight·queue + kv_cache_weight·kv + prefix_weight·prefix
+//	pick the highest score
+//
+// Sources: kubernetes-sigs/gateway-api-inference-extension v1.3.0
+// (config/charts/inferencepool/templates/epp-config.yaml: queue-scorer 2,
+// kv-cache-utilization-scorer 2, prefix-cache-scorer 3;
+// pkg/epp/scheduling/framework/plugins/scorer/queue.go and
+// kvcache_utilization.go; plugins/multi/prefix/plugin.go; picker/
+// max_score_picker.go), the same weights in v1.5.0
+// (config/charts/epplib/templates/_config.yaml), and llm-d/
+// llm-d-inference-scheduler at 520af47896e5 (config/charts/epplib/
+// templates/_config.yaml, pkg/epp/framework/plugins/scheduling/scorer/
+// queuedepth, kvcacheutilization, prefix; picker/maxscore).
+//
+// Deviations. The EPP's prefix index hashes 64-character blocks of the
+// prompt (up to 256 of them) and counts whole blocks; here Match comes from
+// the routing state's indexers (its prefix index and placement memory) in
+// tokens. A replica whose queue is unknown (no report, or a failed scrape)
+// makes the queue scorer use the router's own count of requests in flight
+// for every candidate, so that the scores compare like with like; a replica
+// whose KV use is unknown makes the KV scorer give every candidate 0 (it
+// drops out of the decision). The EPP shuffles before its max-score sort, so
+// ties are random; here a tie goes to the first tied replica clockwise on
+// the ring from the conversation's home.
+//
+// Its settings (config key policies.scored) are the struct itself.
+type Scored struct {
+	// QueueWeight weighs the queue scorer. Default 2.
+	QueueWeight float64 `json:"queue_weight"`
+	// KVCacheWeight weighs the KV-cache-utilisation scorer. Default 2.
+	KVCacheWeight float64 `json:"kv_cache_weight"`
+	// PrefixWeight weighs the prefix-cache scorer. Default 3.
+	PrefixWeight float64 `json:"prefix_weight"`
+}
+
+var _ Policy = (*Scored)(nil)
+
+// Reason codes of scored.
+const (
+	// ScoredTop: the replica had the highest weighted score.
+	ScoredTop Reason = "top-score"
+	// ScoredTie: several replicas had the highest score; the first of them
+	// clockwise from the conversation's home took it.
+	ScoredTie Reason = "top-score-tie"
+)
+
+// Name implements Policy.
+func (*Scored) Name() string { return "scored" }
+
+// Validate implements Settings.
+func (s *Scored) Validate() error {
+	for _, w := range []struct {
+		key string
+		v   float64
+	}{{"queue_weight", s.QueueWeight}, {"kv_cache_weight", s.KVCacheWeight}, {"prefix_weight", s.PrefixWeight}} {
+		if !(w.v >= 0 && w.v <= 1e6) {
+			return fmt.Errorf("%s: must be ≥ 0 and ≤ 1e6, got %g", w.key, w.v)
+		}
+	}
+	if s.QueueWeight+s.KVCacheWeight+s.PrefixWeight == 0 {
+		return fmt.Errorf("queue_weight: the three weights must not all be 0")
+	}
+	return nil
+}
+
+// Flags in Trace.Vals[3] of a scored decision.
+const (
+	scoredQueueFallback = 1 // queue from router-side requests in flight
+	scoredKVUnknown     = 2 // KV scorer dropped out
+)
+
+// Pick implements Policy.
+func (s *Scored) Pick(req *Request, v *View) Decision {
+	var d Decision
+	t := &d.Trace
+	t.begin("scored", req, v)
+	t.Explain = explainScored
+	d.Charge = wholeCost(req)
+	reported, kvKnown := true, true
+	for r := range v.Rows {
+		if !v.Excluded(r) {
+			reported = reported && v.Rows[r].Reported.HasQueue
+			kvKnown = kvKnown && v.Rows[r].Reported.HasKV
+		}
+	}
+	queue := func(r int) float64 {
+		if reported {
+			return v.Rows[r].Reported.Waiting
+		}
+		return float64(v.Rows[r].Load.Requests)
+	}
+	lo, hi := 0.0, 0.0
+	first := true
+	for r := range v.Rows {
+		if v.Excluded(r) {
+			continue
+		}
+		q := queue(r)
+		if first || q < lo {
+			lo = q
+		}
+		if first || q > hi {
+			hi = q
+		}
+		first = false
+	}
+	score := func(r int) (qs, ks, ps, total float64) {
+		qs = 1
+		if hi > lo {
+			qs = (hi - queue(r)) / (hi - lo)
+		}
+		if kvKnown {
+			ks = 1 - min(1, max(0, v.Rows[r].Reported.KVUse))
+		}
+		if req.PromptTokens > 0 {
+			ps = min(1, float64(v.Rows[r].Match)/float64(req.PromptTokens))
+		}
+		total = s.QueueWeight*qs + s.KVCacheWeight*ks + s.PrefixWeight*ps
+		return
+	}
+	best, bestScore, ties := -1, 0.0, 0
+	for r := range v.Rows {
+		if v.Excluded(r) {
+			continue
+		}
+		qs, ks, ps, total := score(r)
+		t.addCand(r, queue(r), qs, ks, ps, total)
+		switch {
+		case best < 0 || total > bestScore:
+			best, bestScore, ties = r, total, 1
+		case total == bestScore:
+			ties++
+		}
+	}
+	flags := 0
+	if !reported {
+		flags |= scoredQueueFallback
+	}
+	if !kvKnown {
+		flags |= scoredKVUnknown
+	}
+	t.Vals[0], t.Vals[1], t.Vals[2], t.Vals[3] = s.QueueWeight, s.KVCacheWeight, s.PrefixWeight, float64(flags)
+	t.Vals[4], t.Vals[5], t.Vals[6] = lo, hi, float64(ties)
+	d.Replica, d.Reason = best, ScoredTop
+	if ties > 1 {
+		d.Reason = ScoredTie
+		if r := v.ringFirst(req.Hash, func(r int) bool { _, _, _, total := score(r); return total == bestScore }); r >= 0 {
+			d.Replica = r
+		}
+	}
+	t.Vals[7] = bestScore
+	// The chosen replica's row is always in the trace: beyond the recorded
+	// rows, it takes the last one.
+	if t.NCands > MaxTraceCands && int(t.Cands[MaxTraceCands-1].Replica) < d.Replica {
+		qs, ks, ps, total := score(d.Replica)
+		c := &t.Cands[MaxTraceCands-1]
+		c.Replica = int32(d.Replica)
+		c.V = [TraceCols]float64{queue(d.Replica), qs, ks, ps, total}
+	}
+	return d
+}
+
+func explainScored(d *Decision, b *strings.Builder) {
+	t := &d.Trace
+	wq, wk, wp, flags := t.Vals[0], t.Vals[1], t.Vals[2], int(t.Vals[3])
+	lo, hi, ties := t.Vals[4], t.Vals[5], int(t.Vals[6])
+	fmt.Fprintf(b, "\n  score = %g·queue + %g·kv + %g·prefix", wq, wk, wp)
+	if flags&scoredQueueFallback != 0 {
+		fmt.Fprintf(b, "\n  queue: a replica's queue is unknown → router-side requests in flight, min %g max %g", lo, hi)
+	} else {
+		fmt.Fprintf(b, "\n  queue: reported waiting, min %g max %g", lo, hi)
+	}
+	if flags&scoredKVUnknown != 0 {
+		b.WriteString("; kv: a replica's KV use is unknown → 0 for all")
+	}
+	line := func(r int, q, qs, ks, ps, total float64) {
+		fmt.Fprintf(b, "\n  %s: queue %g → %.3f, kv %.3f, prefix %.3f → %.3f", t.name(r), q, qs, ks, ps, total)
+	}
+	for i := range min(t.NCands, MaxTraceCands) {
+		c := t.Cands[i]
+		line(int(c.Replica), c.V[0], c.V[1], c.V[2], c.V[3], c.V[4])
+	}
+	if t.NCands > MaxTraceCands {
+		fmt.Fprintf(b, "\n  … %d more replicas scored", t.NCands-MaxTraceCands)
+	}
+	if ties > 1 {
+		fmt.Fprintf(b, "\n  %d replicas share the top score %.3f → the first clockwise from the home: %s", ties, t.Vals[7], t.name(d.Replica))
+	} else {
+		fmt.Fprintf(b, "\n  top score %.3f → %s", t.Vals[7], t.name(d.Replica))
+	}
+}
