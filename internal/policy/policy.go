@@ -51,6 +51,11 @@ type Request struct {
 	// CachedTokens is how many of this conversation's tokens Last is believed
 	// to hold in its prompt cache (previous prompt plus answer); 0 if unknown.
 	CachedTokens int
+	// How old that belief is: CachedAge is the time (ns) since the
+	// conversation last used Last, and SentSince the tokens routed to Last
+	// by everyone since its last answer there: traffic that may have
+	// pushed this conversation out of the replica's cache. 0 when Last < 0.
+	CachedAge, SentSince int64
 	// FirstUser is the text of the first user message (chat) or the start of
 	// the raw prompt: policies that key on a prompt prefix hash a part of it
 	// (without copying it).

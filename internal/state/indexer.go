@@ -32,9 +32,10 @@ type Query struct {
 	Chars  int      // prompt characters
 
 	// Set by placement memory's Lookup: where the conversation was last
-	// served, and what the replica reported then.
+	// served, what the replica reported then, and when it was last used.
 	Place Place
 	Known bool
+	Seen  int64
 }
 
 var _ Indexer = (*memory)(nil)
@@ -42,7 +43,7 @@ var _ Indexer = (*memory)(nil)
 // Lookup implements Indexer: the conversation's last place, if known and
 // fresh; its replica's Match is the tokens cached there after that turn.
 func (m *memory) Lookup(q *Query, t *Table, now int64) {
-	q.Place, q.Known = m.get(q.Key, now)
+	q.Place, q.Seen, q.Known = m.get(q.Key, now)
 	if !q.Known {
 		return
 	}
@@ -71,6 +72,7 @@ func (m *memory) Finished(tk *Ticket, out Outcome, now int64) {
 		Cached:  int32(min(prompt+predicted, maxInt32)),
 		Prompt:  int32(min(prompt, maxInt32)),
 		Chars:   tk.chars,
+		Sent:    tk.sent,
 	}, now)
 }
 

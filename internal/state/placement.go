@@ -12,6 +12,11 @@ type Place struct {
 	Cached  int32  // tokens believed cached there: last prompt + answer
 	Prompt  int32  // last prompt's tokens, as reported (or estimated)
 	Chars   int32  // last prompt's length in characters
+	// Sent is the replica's count of tokens routed to it (all
+	// conversations) when this was recorded: the traffic since, which
+	// may have pushed this conversation out of its cache, is the count now
+	// minus Sent.
+	Sent uint64
 }
 
 type placeEntry struct {
@@ -37,22 +42,23 @@ func newMemory(max int, ttl int64) *memory {
 
 func (m *memory) len() int { return len(m.index) }
 
-// get returns the place of key if known and not older than the TTL; a
-// successful get counts as a use.
-func (m *memory) get(key uint64, now int64) (Place, bool) {
+// get returns the place of key if known and not older than the TTL, and
+// when it was last used before now; a successful get counts as a use.
+func (m *memory) get(key uint64, now int64) (Place, int64, bool) {
 	i, ok := m.index[key]
 	if !ok {
-		return Place{}, false
+		return Place{}, 0, false
 	}
 	e := &m.entries[i]
 	if now-e.seen > m.ttl {
 		m.remove(i)
-		return Place{}, false
+		return Place{}, 0, false
 	}
+	seen := e.seen
 	e.seen = now
 	m.unlink(i)
 	m.pushFront(i)
-	return e.place, true
+	return e.place, seen, true
 }
 
 // put records the place of key at time now, evicting the least recently used

@@ -79,6 +79,7 @@ type Table struct {
 	gen    []uint32 // gen[id] increments each time id joins the set
 	rep    []policy.Reported // rep[id]: the replica's last report (kept across membership changes)
 	speed  []policy.Speed    // speed[id]: learned rates (kept across membership changes)
+	routed []uint64          // routed[id]: tokens ever charged to it (placement memory's Sent)
 	index  []int32  // index[id] is its position in snap (-1 when absent)
 	// down[id] marks a replica its health checks call unhealthy: it takes no
 	// new requests (the policy picks among the others) until healthy again.
@@ -243,6 +244,7 @@ func (t *Table) intern(name string) uint32 {
 	t.down = append(t.down, false)
 	t.rep = append(t.rep, policy.Reported{})
 	t.speed = append(t.speed, policy.Speed{})
+	t.routed = append(t.routed, 0)
 	return id
 }
 
@@ -307,6 +309,7 @@ type Ticket struct {
 	id, gen uint32
 	key     uint64
 	chars   int32
+	sent    uint64 // the replica's routed-token count at release (set by Release)
 	blocks  []uint64
 	// match is the view's Match on Replica at the pick (all indexers).
 	match int
@@ -344,6 +347,8 @@ func (t *Table) Route(in Input, now int64, exclude ...string) (Ticket, policy.De
 	if known {
 		if i := t.index[place.Replica]; i >= 0 {
 			req.Last, req.CachedTokens = int(i), int(place.Cached)
+			req.CachedAge = now - q.Seen
+			req.SentSince = int64(min(t.routed[place.Replica]-place.Sent, math.MaxInt64))
 		}
 	}
 	req.PromptTokens = min(t.estimate(in, place, known), MaxCharge/2)
@@ -370,6 +375,7 @@ func (t *Table) Route(in Input, now int64, exclude ...string) (Ticket, policy.De
 	d.Charge = min(max(d.Charge, 0), MaxCharge)
 	t.rows[r].Load.Requests++
 	t.rows[r].Load.Tokens = satAdd(t.rows[r].Load.Tokens, d.Charge)
+	t.routed[s.ids[r]] += uint64(d.Charge)
 	t.total.Requests++
 	t.total.Tokens = satAdd(t.total.Tokens, d.Charge)
 	tk := Ticket{
@@ -475,6 +481,9 @@ func (t *Table) Release(tk *Ticket, out Outcome, now int64) Feedback {
 		fb.CacheLost = tk.ExpectCached > 0 && out.CacheN*2 < tk.ExpectCached
 	}
 	t.tk = *tk // as in Route: a copy, so that tk does not escape
+	if int(tk.id) < len(t.routed) {
+		t.tk.sent = t.routed[tk.id]
+	}
 	for _, ix := range t.idx {
 		ix.Finished(&t.tk, out, now)
 	}

@@ -188,15 +188,15 @@ func TestPlacementMemoryLRUAndTTL(t *testing.T) {
 	}
 	m.get(1, 10)                    // 1 is now the most recently used
 	m.put(4, Place{Replica: 4}, 10) // evicts 2, the least recently used
-	if _, ok := m.get(2, 10); ok {
+	if _, _, ok := m.get(2, 10); ok {
 		t.Error("2 not evicted")
 	}
 	for _, k := range []uint64{1, 3, 4} {
-		if _, ok := m.get(k, 20); !ok {
+		if _, _, ok := m.get(k, 20); !ok {
 			t.Errorf("%d evicted", k)
 		}
 	}
-	if _, ok := m.get(1, 200); ok {
+	if _, _, ok := m.get(1, 200); ok {
 		t.Error("1 outlived its TTL")
 	}
 	if m.len() != 2 {
@@ -392,4 +392,33 @@ func (rowSpy) Name() string { return "spy" }
 func (s rowSpy) Pick(req *policy.Request, v *policy.View) policy.Decision {
 	s.see(v)
 	return policy.Decision{Replica: 0, Reason: "spy"}
+}
+
+// TestCacheBeliefAge (issue 12): a conversation's request says how old its
+// placement is (time since its last use) and how many tokens were routed
+// to its replica by others since its last answer there.
+func TestCacheBeliefAge(t *testing.T) {
+	tb := newTable(t, "consistent")
+	tb.SetReplicas(replicas("a"))
+	var seen policy.Request
+	tb.SetPolicy(reqSpy{func(r *policy.Request) { seen = *r }})
+	tk, _, _ := tb.Route(in("conv", 400, 50), 1000)
+	tb.Release(&tk, Outcome{OK: true, Known: true, PromptN: 100, PredictedN: 20}, 2000)
+	for i := range 3 { // others' traffic: charges of 100+50 estimated... each
+		o, _, _ := tb.Route(in(fmt.Sprint("other", i), 400, 50), 3000)
+		tb.Release(&o, Outcome{OK: true, Known: true, PromptN: 100, PredictedN: 20}, 4000)
+	}
+	tb.Route(in("conv", 480, 50), 9000)
+	if seen.Last != 0 || seen.CachedAge != 9000-2000 || seen.SentSince != 3*150 {
+		t.Fatalf("request: last %d age %d sent since %d, want 0, 7000 ns, 450 tokens", seen.Last, seen.CachedAge, seen.SentSince)
+	}
+}
+
+// reqSpy is a policy that shows a test the request and picks replica 0.
+type reqSpy struct{ see func(*policy.Request) }
+
+func (reqSpy) Name() string { return "spy" }
+func (s reqSpy) Pick(req *policy.Request, v *policy.View) policy.Decision {
+	s.see(req)
+	return policy.Decision{Replica: 0, Reason: "spy", Charge: int64(req.PromptTokens + req.OutputTokens)}
 }
