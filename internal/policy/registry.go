@@ -58,6 +58,10 @@ var registry = [...]Spec{
 		Reasons: []Reason{Home, Overflow, Sticky, HomeLong, StickyLong, LeastLoaded}},
 	{Name: "least-loaded", Doc: "fewest requests in flight; ties by ring order from the conversation's home",
 		Make: func(Settings) Policy { return Least{} }, Reasons: []Reason{Fewest}},
+	{Name: "predictive", Doc: "the replica where the request is predicted to finish first: queue + prefill + decode + the cost of leaving its cache, in seconds",
+		Defaults: func() Settings { return DefaultPredictive() },
+		Make:     func(s Settings) Policy { return s.(*Predictive) },
+		Reasons:  []Reason{Cache, Home, Faster, Prefix, Spill}},
 }
 
 // Names lists the policy names in canonical order.
