@@ -59,15 +59,22 @@ type Predictive struct {
 	// 14.4 with four).
 	PriorDecode float64 `json:"prior_decode_tps"`
 	// MoveTurns prices leaving the replica that holds the conversation's
-	// cache: that many more reprocessings of what is cached there. Default
-	// 2 (chosen by a sweep over 0–8 on light, quick and standard:
-	// PREDICTIVE.md).
+	// cache: that many more reprocessings of what is cached there (the
+	// conversation's remaining turns, 2–4 on average with 5–10 turns, and
+	// the requests queued behind the extra work). Default 8, from a sweep
+	// of 2, 4, 8, 16 on light, quick and standard (PREDICTIVE.md): 8 is the
+	// smallest that keeps standard's hit rate within a point of consistent
+	// hashing's.
 	MoveTurns float64 `json:"move_turns"`
 	// Margin: another replica must be predicted faster than the preferred
 	// one by more than Margin × T(preferred) + MarginS. Default 0.1.
 	Margin float64 `json:"margin"`
 	// MarginS is the margin's absolute part, seconds. Default 0.25.
 	MarginS float64 `json:"margin_s"`
+	// Slots is the requests a replica serves at once (llama.cpp
+	// --parallel; the view does not carry it). Default 4, the replicas of
+	// the study.
+	Slots int `json:"slots"`
 	// StaleAfter is the age, seconds, beyond which a replica's own report
 	// is ignored. Default 1 (five scrape intervals of the shipped config).
 	StaleAfter float64 `json:"stale_after_s"`
@@ -93,7 +100,7 @@ const (
 
 // DefaultPredictive returns predictive's documented defaults.
 func DefaultPredictive() *Predictive {
-	return &Predictive{PriorPrefill: 80, PriorDecode: 20, MoveTurns: 2, Margin: 0.1, MarginS: 0.25, StaleAfter: 1}
+	return &Predictive{PriorPrefill: 80, PriorDecode: 20, MoveTurns: 8, Margin: 0.1, MarginS: 0.25, Slots: 4, StaleAfter: 1}
 }
 
 // Name implements Policy.
@@ -112,6 +119,8 @@ func (p *Predictive) Validate() error {
 		return fmt.Errorf("margin: must be ≥ 0 and ≤ 10, got %g", p.Margin)
 	case !(p.MarginS >= 0 && p.MarginS <= 3600):
 		return fmt.Errorf("margin_s: must be ≥ 0 and ≤ 3600 seconds, got %g", p.MarginS)
+	case p.Slots < 1 || p.Slots > 1<<20:
+		return fmt.Errorf("slots: must be ≥ 1 and ≤ %d, got %d", 1<<20, p.Slots)
 	case !(p.StaleAfter >= 0 && p.StaleAfter <= 3600):
 		return fmt.Errorf("stale_after_s: must be ≥ 0 and ≤ 3600 seconds, got %g", p.StaleAfter)
 	}
@@ -168,23 +177,40 @@ func (p *Predictive) predict(req *Request, v *View, r, last, held int) predicted
 	}
 	x.newTokens = int64(max(prompt-cached, 1))
 
-	work := float64(max(row.Load.Tokens, 0))
+	own := float64(x.newTokens + int64(max(req.OutputTokens, 0)))
+	n, work := float64(max(row.Load.Requests, 0)), float64(max(row.Load.Tokens, 0))
 	if rep := &row.Reported; rep.HasQueue && p.fresh(v.Now, rep.At) {
-		if extra := rep.Running + rep.Waiting - float64(row.Load.Requests); extra > 0 {
-			mean := float64(x.newTokens + int64(max(req.OutputTokens, 0)))
-			if row.Load.Requests > 0 {
-				mean = work / float64(row.Load.Requests)
+		if extra := rep.Running + rep.Waiting - n; extra > 0 && finite(extra) {
+			mean := own
+			if n > 0 {
+				mean = work / n
 			}
-			work += extra * mean
+			n, work = n+extra, work+extra*mean
 		}
 	}
-	x.queue = work / x.pf
+	x.queue = p.queueTokens(n, work, own) / x.pf
 	x.prefill = float64(x.newTokens) / x.pf
 	x.decode = float64(max(req.OutputTokens, 0)) / x.dc
 	if held > 0 && r != last {
 		x.move = p.MoveTurns * float64(max(held-cached, 0)) / x.pf
 	}
 	return x
+}
+
+// queueTokens is the work, in tokens, that delays a request of own tokens
+// on a replica with n requests and work tokens in flight: the q = n −
+// slots + 1 it must wait for (a slot frees when one ends) in full, and each
+// of the others sharing the batch with it up to its own work (a request
+// shorter than this one delays it by its whole work, a longer one by this
+// one's: the replica's compute is shared between the slots it serves).
+// The in-flight requests are taken at their mean charge.
+func (p *Predictive) queueTokens(n, work, own float64) float64 {
+	if n <= 0 || work <= 0 {
+		return 0
+	}
+	mean := work / n
+	q := max(n-float64(p.Slots)+1, 0)
+	return q*mean + (n-q)*min(mean, own)
 }
 
 // fresh reports whether a report sampled at `at` is recent enough at now.
