@@ -148,22 +148,28 @@ const (
 	pvFaster // the fastest replica
 )
 
-// predicted is one candidate's prediction, in seconds.
+// predicted is one candidate's prediction: the tokens of each part and
+// the rates that turn them into seconds.
 type predicted struct {
-	queue, prefill, decode, move float64
-	pf, dc                       float64
-	newTokens                    int64
+	queueTok, newTok, moveTok, out float64
+	pf, dc                         float64
 }
 
-func (x *predicted) total() float64 { return x.queue + x.prefill + x.decode + x.move }
+func (x *predicted) queue() float64   { return x.queueTok / x.pf }
+func (x *predicted) prefill() float64 { return x.newTok / x.pf }
+func (x *predicted) decode() float64  { return x.out / x.dc }
+func (x *predicted) move() float64    { return x.moveTok / x.pf }
+
+// total is T(r) in seconds (two divisions: the scan over 1,024 replicas
+// stays cheap).
+func (x *predicted) total() float64 { return (x.queueTok+x.newTok+x.moveTok)/x.pf + x.out/x.dc }
 
 // predict returns replica r's prediction for req. held is what the
 // conversation's last replica holds of the prompt (0: nothing to leave
 // behind), last that replica (-1 none).
 func (p *Predictive) predict(req *Request, v *View, r, last, held int) predicted {
 	row := &v.Rows[r]
-	var x predicted
-	x.pf, x.dc = p.PriorPrefill, p.PriorDecode
+	x := predicted{pf: p.PriorPrefill, dc: p.PriorDecode, out: float64(max(req.OutputTokens, 0))}
 	if row.Speed.Prefill > 0 && finite(row.Speed.Prefill) {
 		x.pf = row.Speed.Prefill
 	}
@@ -175,9 +181,9 @@ func (p *Predictive) predict(req *Request, v *View, r, last, held int) predicted
 	if r == last {
 		cached = max(cached, held)
 	}
-	x.newTokens = int64(max(prompt-cached, 1))
+	x.newTok = float64(max(prompt-cached, 1))
 
-	own := float64(x.newTokens + int64(max(req.OutputTokens, 0)))
+	own := x.newTok + x.out
 	n, work := float64(max(row.Load.Requests, 0)), float64(max(row.Load.Tokens, 0))
 	if rep := &row.Reported; rep.HasQueue && p.fresh(v.Now, rep.At) {
 		if extra := rep.Running + rep.Waiting - n; extra > 0 && finite(extra) {
@@ -188,11 +194,9 @@ func (p *Predictive) predict(req *Request, v *View, r, last, held int) predicted
 			n, work = n+extra, work+extra*mean
 		}
 	}
-	x.queue = p.queueTokens(n, work, own) / x.pf
-	x.prefill = float64(x.newTokens) / x.pf
-	x.decode = float64(max(req.OutputTokens, 0)) / x.dc
+	x.queueTok = p.queueTokens(n, work, own)
 	if held > 0 && r != last {
-		x.move = p.MoveTurns * float64(max(held-cached, 0)) / x.pf
+		x.moveTok = p.MoveTurns * float64(max(held-cached, 0))
 	}
 	return x
 }
@@ -267,7 +271,7 @@ func (p *Predictive) Pick(req *Request, v *View) Decision {
 		d.Reason = Faster
 	}
 	d.Replica = win
-	d.Charge = x.newTokens + int64(max(req.OutputTokens, 0))
+	d.Charge = int64(x.newTok) + int64(max(req.OutputTokens, 0))
 
 	t.Home, t.Preferred = home, pref
 	t.Vals[pvMargin], t.Vals[pvMarginS], t.Vals[pvMoveTurns] = p.Margin, p.MarginS, p.MoveTurns
@@ -296,7 +300,7 @@ func (p *Predictive) traceCand(t *Trace, req *Request, v *View, r, last, held in
 		return
 	}
 	x := p.predict(req, v, r, last, held)
-	t.addCand(r, x.queue, x.prefill, x.decode, x.move, x.pf, x.dc)
+	t.addCand(r, x.queue(), x.prefill(), x.decode(), x.move(), x.pf, x.dc)
 }
 
 func explainPredictive(d *Decision, b *strings.Builder) {
