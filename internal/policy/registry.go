@@ -80,6 +80,10 @@ var registry = [...]Spec{
 		Defaults: func() Settings { return &KVCost{OverlapScoreWeight: 1, BlockSize: 16} },
 		Make:     func(s Settings) Policy { return s.(*KVCost) },
 		Reasons:  []Reason{KVLowest, KVTie}},
+	{Name: "predictive", Doc: "the replica where the request is predicted to finish first: queue + prefill + decode + the cost of leaving its cache, in seconds",
+		Defaults: func() Settings { return DefaultPredictive() },
+		Make:     func(s Settings) Policy { return s.(*Predictive) },
+		Reasons:  []Reason{Cache, Home, Faster, Prefix, Spill}},
 }
 
 // Names lists the policy names in canonical order.
