@@ -202,6 +202,7 @@ func (s *Scraper) reconcileLocked() {
 		l := &loop{s: s, target: t, url: strings.TrimRight(t.URL, "/") + s.cfg.Path, cancel: cancel,
 			parser: newParser()}
 		s.loops[t.Name] = l
+		s.errors.WithLabelValues(t.Name) // a series from 0, so that rate() sees the first error
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
