@@ -445,3 +445,31 @@ func TestConfigValidate(t *testing.T) {
 		t.Errorf("second registration: %v", err)
 	}
 }
+
+// BenchmarkScrape is one whole scrape of a loopback replica serving
+// testdata/vllm_bench.prom: request, body, parse. cpu-ns/op counts both
+// sides (the fake replica runs in this process too), so it overstates the
+// router's share.
+func BenchmarkScrape(b *testing.B) {
+	text, err := os.ReadFile(filepath.Join("testdata", "vllm_bench.prom"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(text) }))
+	defer srv.Close()
+	s, err := New(Config{Interval: time.Hour, Timeout: deadline, Mapping: mustPreset(b, "vllm")}, newRecorder(), nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	l := &loop{s: s, target: Target{Name: "r", URL: srv.URL}, url: srv.URL + "/metrics", parser: newParser()}
+	b.ReportAllocs()
+	cpu := cpuTime(b)
+	for b.Loop() {
+		smp, err := l.fetch(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		sinkSample = smp
+	}
+	b.ReportMetric(float64(cpuTime(b)-cpu)/float64(b.N), "cpu-ns/op")
+}
