@@ -160,8 +160,9 @@ func New(cfg Config, sink Sink, reg prometheus.Registerer, log *slog.Logger) (*S
 
 // SetTargets makes ts the set of replicas to scrape: loops of targets that
 // left (or whose URL changed) stop, loops of new targets start (while Run
-// runs). A removed replica's metric series are deleted, so the label set is
-// the current replicas. Later duplicates of a name are ignored.
+// runs). Once SetTargets returns, a removed target is neither reported nor
+// counted again, and its metric series are deleted, so the label set is the
+// current replicas. Later duplicates of a name are ignored.
 func (s *Scraper) SetTargets(ts []Target) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
