@@ -301,7 +301,6 @@ func (l *loop) scrape(ctx context.Context) {
 	start := time.Now()
 	sample, err := l.fetch(ctx)
 	at := time.Now()
-	l.s.duration.Observe(at.Sub(start).Seconds())
 	// Under l.mu, so that once stop has returned nothing more is reported
 	// or counted for this target (Report must not block).
 	l.mu.Lock()
@@ -309,6 +308,7 @@ func (l *loop) scrape(ctx context.Context) {
 	if l.stopped {
 		return
 	}
+	l.s.duration.Observe(at.Sub(start).Seconds())
 	prev := l.state
 	if err != nil {
 		l.state = stateDown
