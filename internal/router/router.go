@@ -33,6 +33,7 @@ import (
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/prefix"
 	"github.com/llm-ring/llm-ring/internal/ring"
+	"github.com/llm-ring/llm-ring/internal/signals"
 	"github.com/llm-ring/llm-ring/internal/state"
 	"github.com/llm-ring/llm-ring/internal/wire"
 )
@@ -67,8 +68,9 @@ type Router struct {
 	rules   keyRules
 	mux     *http.ServeMux
 
-	hashers  sync.Pool  // *prefix.Hasher, one per request in flight
-	mu       sync.Mutex // guards policy settings (admin API)
+	hashers  sync.Pool        // *prefix.Hasher, one per request in flight
+	scraper  *signals.Scraper // the replicas' /metrics; nil when signals.interval is 0
+	mu       sync.Mutex       // guards policy settings (admin API)
 	name     string
 	settings policy.Settings
 }
@@ -89,11 +91,11 @@ func New(opts Options) (*Router, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	r := &Router{
-		cfg:    cfg,
-		log:    log,
-		table:  state.New(cfg.StateConfig(), pol),
-		reg:    prometheus.NewRegistry(),
-		base:   opts.Transport,
+		cfg:      cfg,
+		log:      log,
+		table:    state.New(cfg.StateConfig(), pol),
+		reg:      prometheus.NewRegistry(),
+		base:     opts.Transport,
 		name:     cfg.Policy,
 		settings: policy.SettingsOf(pol),
 		rules: keyRules{
@@ -116,6 +118,9 @@ func New(opts Options) (*Router, error) {
 	}
 	r.hashers.New = func() any { return new(prefix.Hasher) }
 	r.metrics = newMetrics(r.reg, r.table)
+	if r.scraper, err = r.newScraper(); err != nil {
+		return nil, err
+	}
 	r.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	r.proxy = &httputil.ReverseProxy{
 		Rewrite:        r.rewrite,
@@ -159,6 +164,7 @@ func (r *Router) SetReplicas(rs []discovery.Replica) {
 	if !r.table.SetReplicas(rs) {
 		return
 	}
+	r.scrapeTargets()
 	names := make([]string, len(rs))
 	for i, x := range discovery.Normalize(rs) {
 		names[i] = x.Name
@@ -173,12 +179,19 @@ func (r *Router) Serve(ctx context.Context, ln net.Listener, src discovery.Sourc
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	srv := &http.Server{Handler: r, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(r.log.Handler(), slog.LevelWarn)}
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() {
 		if err := src.Run(ctx, r.SetReplicas); err != nil {
 			errc <- fmt.Errorf("discovery: %w", err)
 		}
 	}()
+	if r.scraper != nil {
+		go func() {
+			if err := r.scraper.Run(ctx); err != nil {
+				errc <- fmt.Errorf("signals: %w", err)
+			}
+		}()
+	}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- err

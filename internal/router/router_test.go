@@ -507,7 +507,7 @@ func TestAdminAndStatus(t *testing.T) {
 	for bad, want := range map[string]string{
 		`{"policy":"random"}`: "unknown policy", `{"settings":{"epsilon":-1}}`: "settings.epsilon: must be > 0",
 		`{"policy":"llm-aware","settings":{"long_cap_factor":"x"}}`: "settings.long_cap_factor: must be a number",
-		`{"settings":{"nope":1}}`: "settings.nope: unknown key", `{"nope":1}`: "nope", `{`: "invalid",
+		`{"settings":{"nope":1}}`:                                   "settings.nope: unknown key", `{"nope":1}`: "nope", `{`: "invalid",
 	} {
 		req, _ := http.NewRequest(http.MethodPut, h.srv.URL+"/admin/policy", strings.NewReader(bad))
 		resp, _ := http.DefaultClient.Do(req)
