@@ -7,9 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"unicode/utf8"
-
-	"github.com/cespare/xxhash/v2"
 
 	"github.com/llm-ring/llm-ring/internal/prefix"
 	"github.com/llm-ring/llm-ring/internal/wire"
@@ -137,7 +134,7 @@ func parseRequest(kind apiKind, h http.Header, body []byte, rules *keyRules, hs 
 		}
 	}
 	if p.key == "" {
-		p.key = "prefix:" + strconv.FormatUint(xxhash.Sum64String(start), 16)
+		p.key = wire.PrefixKey(start)
 		p.keySource = "prefix"
 	}
 	if v := h.Get("x-turn"); v != "" {
@@ -180,12 +177,11 @@ func (p *parsed) parseMessages(top map[string]json.RawMessage, prefixChars int, 
 		switch m.Role {
 		case "system", "developer":
 			if users == 0 {
-				start.WriteString(text)
-				start.WriteByte(0)
+				wire.ConversationStart(&start, m.Role, text, prefixChars)
 			}
 		case "user":
 			if users == 0 {
-				start.WriteString(firstChars(text, prefixChars))
+				wire.ConversationStart(&start, m.Role, text, prefixChars)
 				p.firstUser = text
 			}
 			users++
@@ -212,7 +208,7 @@ func (p *parsed) parsePrompt(top map[string]json.RawMessage, prefixChars int, hs
 		// A token-array prompt starts with its first ids: key on those.
 		return string(top["prompt"][:min(len(top["prompt"]), prefixChars)]), nil
 	}
-	return firstChars(text, prefixChars), nil
+	return wire.FirstChars(text, prefixChars), nil
 }
 
 // maxTokens reads the requested output length: max_tokens,
@@ -253,15 +249,3 @@ func optBool(top map[string]json.RawMessage, name string) (bool, error) {
 
 func isNull(raw json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(raw), []byte("null")) }
 
-// prefix returns the first n characters (runes) of s.
-func firstChars(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	i := 0
-	for c := 0; c < n && i < len(s); c++ {
-		_, size := utf8.DecodeRuneInString(s[i:])
-		i += size
-	}
-	return s[:i]
-}

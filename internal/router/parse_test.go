@@ -3,6 +3,7 @@ package router
 import (
 	"errors"
 	"github.com/llm-ring/llm-ring/internal/prefix"
+	"github.com/llm-ring/llm-ring/internal/wire"
 	"net/http"
 	"slices"
 	"strings"
@@ -76,7 +77,7 @@ func TestPrefixKeySeparatesConversations(t *testing.T) {
 }
 
 func TestPrefixRunes(t *testing.T) {
-	if got := firstChars("héllo wörld", 4); got != "héll" {
+	if got := wire.FirstChars("héllo wörld", 4); got != "héll" {
 		t.Errorf("prefix = %q", got)
 	}
 }
