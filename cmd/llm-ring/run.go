@@ -18,6 +18,7 @@ import (
 	"github.com/llm-ring/llm-ring/internal/experiment"
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/traffic"
+	"github.com/llm-ring/llm-ring/profiles"
 )
 
 // defaultRunSpeed is run's default model speed-up for embedded replicas: the
@@ -36,7 +37,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fs.PrintDefaults()
 	}
 	policies := fs.String("policies", "bounded,llm-aware", "policies to run, in order: space- or comma-separated ("+strings.Join(policy.Names(), ", ")+")")
-	profile := fs.String("profile", "standard", "traffic profile: a JSON file, or an embedded profile name (quick, standard)")
+	profile := fs.String("profile", "standard", "traffic profile: a JSON file, or an embedded profile name ("+strings.Join(profiles.Names(), ", ")+")")
 	seed := fs.Int64("seed", 1, "traffic seed (one run per policy)")
 	seeds := fs.String("seeds", "", "several seeds instead of --seed: a list or ranges, e.g. 1-5 or 1,2,3")
 	alternate := fs.Bool("alternate", false, "reverse the policy order on every other seed")
@@ -88,6 +89,14 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if spec.Profile, err = traffic.LoadProfile(*profile); err != nil {
 		return usageError{err}
+	}
+	// A profile written for a replica count (hetero, churn) sets the
+	// default; its speeds and events need a CPU per replica.
+	if p := &spec.Profile; p.Replicas > 0 && !set["replicas"] && *routerURL == "" {
+		spec.Replicas = p.Replicas
+	}
+	if p := &spec.Profile; (len(p.ReplicaSpeeds) > 0 || len(p.ReplicaEvents) > 0) && !set["shared-cpu"] {
+		spec.SharedCPU = false
 	}
 	if *routerURL != "" {
 		if !set["speed"] {

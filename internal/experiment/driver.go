@@ -92,6 +92,11 @@ func (d *driver) conversation(ctx context.Context, c *traffic.Conversation) bool
 		if !sleep(ctx, d.wall(c.Turns[t].ThinkS)) {
 			return false
 		}
+		// Bursty profiles: a turn due while arrivals are off waits for the
+		// next "on" period.
+		if w := d.profile.ArrivalWait(d.modelMS(time.Since(d.start)) / 1000); w > 0 && !sleep(ctx, d.wall(w)) {
+			return false
+		}
 		row, answer, total := d.send(ctx, c, t, answers)
 		d.record(&row)
 		if row.Error != "" || row.Status != http.StatusOK {

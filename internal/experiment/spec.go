@@ -162,9 +162,20 @@ func (s *Spec) Validate() error {
 	if s.OutDir == "" {
 		bad("no output folder")
 	}
+	pr := &s.Profile
+	scenario := len(pr.ReplicaSpeeds) > 0 || len(pr.ReplicaEvents) > 0
+	if scenario && s.Replicas != pr.Replicas {
+		bad("profile %s is written for %d replicas (its replica_speeds and replica_events name them), got %d", pr.Name, pr.Replicas, s.Replicas)
+	}
+	if len(pr.ReplicaEvents) > 0 && s.ScaleAt > 0 {
+		bad("profile %s has replica events: give them or a scale-up time, not both", pr.Name)
+	}
 	if s.Mode() == ModeEmbedded {
 		if s.Replicas < 1 || s.Replicas > 1000 {
 			bad("replicas must be between 1 and 1000, got %d", s.Replicas)
+		}
+		if scenario && s.SharedCPU {
+			bad("profile %s sets replica speeds or events, which need a CPU per replica: run without shared CPU", pr.Name)
 		}
 		if s.ScaleCmd != "" || s.UnscaleCmd != "" || s.Prepare {
 			bad("scale and unscale commands and prepare apply to an external router only (set its URL)")
@@ -185,6 +196,9 @@ func (s *Spec) Validate() error {
 		}
 		if s.Replicas < 0 {
 			bad("replicas must not be negative, got %d", s.Replicas)
+		}
+		if scenario {
+			bad("profile %s sets replica speeds or events, which only embedded replicas can follow (the runner does not control an external router's replicas)", pr.Name)
 		}
 		if s.ScaleAt > 0 && (s.ScaleCmd == "" || s.UnscaleCmd == "") {
 			bad("a scale-up on an external router needs both a scale command and an unscale command " +

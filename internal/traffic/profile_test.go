@@ -86,13 +86,25 @@ const replicaSlotContext = 4096
 
 func TestShippedProfiles(t *testing.T) {
 	names := profiles.Names()
-	if strings.Join(names, ",") != "quick,standard" {
-		t.Fatalf("embedded profiles %v, want quick and standard", names)
+	if want := "agents,bursty,churn,hetero,hot,light,overload,quick,rag,standard"; strings.Join(names, ",") != want {
+		t.Fatalf("embedded profiles %v, want %s", names, want)
 	}
 	for _, name := range names {
 		p := mustLoad(t, name)
 		if p.Name != name {
 			t.Errorf("%s.json: name %q, want %q", name, p.Name, name)
+		}
+		if len(p.Description) < 40 {
+			t.Errorf("%s.json: description %q: say what real workload it stands for and what it stresses", name, p.Description)
+		}
+		// Every first turn fits the context budget, for a few seeds.
+		for seed := int64(1); seed <= 3; seed++ {
+			cs := mustGenerate(t, p, seed)
+			for i := range cs {
+				if !Fits(p, &cs[i], 0, 0) {
+					t.Fatalf("%s seed %d: %s: first turn does not fit max_context_tokens", name, seed, cs[i].ID)
+				}
+			}
 		}
 		// The generator estimates prompt sizes: keep ≥ 10 % of the slot free.
 		if p.MaxContextTokens > replicaSlotContext*9/10 {
@@ -130,11 +142,11 @@ func TestLoadProfile(t *testing.T) {
 		wantName string // "" when an error is expected
 		errHas   string
 	}{
-		{"quick", "quick", ""},                      // embedded, by name
-		{"standard.json", "standard", ""},           // embedded, file name
-		{"profiles/quick.json", "quick", ""},        // embedded, repository path (no such file here)
-		{good, "t", ""},                             // a file
-		{"nosuch", "", "embedded: quick, standard"}, // lists what exists
+		{"quick", "quick", ""},                     // embedded, by name
+		{"standard.json", "standard", ""},          // embedded, file name
+		{"profiles/quick.json", "quick", ""},       // embedded, repository path (no such file here)
+		{good, "t", ""},                            // a file
+		{"nosuch", "", "embedded: agents, bursty"}, // lists what exists
 		{"profiles/x.json", "", `profile "profiles/x.json": no such file`},
 		{bad, "", bad + ": conversations: missing"}, // names the file and the key
 		{dir, "", "profile: read"},                  // a directory is not a profile
