@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -38,6 +39,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	policies := fs.String("policies", "bounded,llm-aware", "policies to run, in order: space- or comma-separated ("+strings.Join(policy.Names(), ", ")+")")
 	profile := fs.String("profile", "standard", "traffic profile: a JSON file, or an embedded profile name ("+strings.Join(profiles.Names(), ", ")+")")
+	tracePath := fs.String("trace", "", "replay this JSONL trace (Mooncake/FAST'25 format, see profiles/README.md) instead of a profile: open loop, no conversation header")
+	traceSpeedup := fs.Float64("trace-speedup", 1, "with --trace: divide the trace's timestamps by this")
 	seed := fs.Int64("seed", 1, "traffic seed (one run per policy)")
 	seeds := fs.String("seeds", "", "several seeds instead of --seed: a list or ranges, e.g. 1-5 or 1,2,3")
 	alternate := fs.Bool("alternate", false, "reverse the policy order on every other seed")
@@ -87,8 +90,20 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if spec.ScaleAt, err = modelSeconds("scale-at", *scaleAt); err != nil {
 		return usageError{err}
 	}
-	if spec.Profile, err = traffic.LoadProfile(*profile); err != nil {
-		return usageError{err}
+	switch {
+	case *tracePath != "" && set["profile"]:
+		return usageError{errors.New("give --profile or --trace, not both")}
+	case *tracePath != "":
+		if spec.Trace, err = traffic.LoadTrace(*tracePath); err != nil {
+			return usageError{fmt.Errorf("--trace: %w", err)}
+		}
+		spec.TraceName, spec.TraceSpeedup = filepath.Base(*tracePath), *traceSpeedup
+	case set["trace-speedup"]:
+		return usageError{errors.New("--trace-speedup applies to --trace only")}
+	default:
+		if spec.Profile, err = traffic.LoadProfile(*profile); err != nil {
+			return usageError{err}
+		}
 	}
 	// A profile written for a replica count (hetero, churn) sets the
 	// default; its speeds and events need a CPU per replica.

@@ -113,7 +113,7 @@ func Run(ctx context.Context, spec Spec) ([]Result, error) {
 	var results []Result
 	for _, pl := range plan {
 		cs, ok := convs[pl.Seed]
-		if !ok {
+		if !ok && spec.Trace == nil {
 			var err error
 			if cs, err = traffic.Generate(spec.Profile, pl.Seed); err != nil {
 				return results, err
@@ -134,7 +134,7 @@ func Run(ctx context.Context, spec Spec) ([]Result, error) {
 func newClient(spec *Spec) *http.Client {
 	tr := &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConnsPerHost: spec.Profile.Concurrency + 8,
+		MaxIdleConnsPerHost: max(spec.Profile.Concurrency, 248) + 8, // a trace is open loop: many at once
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true, // SSE must arrive as sent
 	}
@@ -173,7 +173,7 @@ func runOne(ctx context.Context, spec *Spec, tgt target, pl Planned, convs []tra
 		return nil, fmt.Errorf("run %s: %w", pl.RunID, err)
 	}
 
-	expected := 0
+	expected := len(spec.Trace)
 	for i := range convs {
 		expected += len(convs[i].Turns)
 	}
@@ -184,6 +184,8 @@ func runOne(ctx context.Context, spec *Spec, tgt target, pl Planned, convs []tra
 		convs:   convs,
 		speed:   spec.Speed,
 		headers: !spec.NoHeaders && spec.Profile.Headers(),
+		trace:   spec.Trace,
+		speedup: spec.TraceSpeedup,
 		base:    record.Request{RunID: pl.RunID, Policy: pl.Policy, Seed: pl.Seed},
 	}
 	prog := newProgress(spec.Progress, spec.Terminal, label, expected)
@@ -258,7 +260,7 @@ func runOne(ctx context.Context, spec *Spec, tgt target, pl Planned, convs []tra
 			RunID:        pl.RunID,
 			Policy:       pl.Policy,
 			Seed:         pl.Seed,
-			Profile:      spec.Profile.Name,
+			Profile:      spec.TrafficName(),
 			Mode:         spec.Mode(),
 			Replicas:     replicas,
 			Order:        pl.Order,
@@ -306,9 +308,13 @@ func runOne(ctx context.Context, spec *Spec, tgt target, pl Planned, convs []tra
 
 	cfg := tgt.describe()
 	cfg["speed"] = spec.Speed
-	cfg["headers"] = !spec.NoHeaders && spec.Profile.Headers()
+	cfg["headers"] = !spec.NoHeaders && spec.Profile.Headers() && spec.Trace == nil
 	cfg["scale_at_s"] = spec.ScaleAt.Seconds()
-	cfg["profile"] = toMap(spec.Profile)
+	if spec.Trace != nil {
+		cfg["trace"] = map[string]any{"name": spec.TraceName, "requests": len(spec.Trace), "speedup": spec.TraceSpeedup}
+	} else {
+		cfg["profile"] = toMap(spec.Profile)
+	}
 	cfg["invocation"] = map[string]any{"policies": spec.Policies, "seeds": spec.Seeds, "alternate": spec.Alternate}
 	file.Config = cfg
 

@@ -37,8 +37,18 @@ type Spec struct {
 	// Alternate reverses the policy order on every other seed (the 2nd,
 	// 4th, …), so that no policy always runs first, on a cold machine.
 	Alternate bool
-	// Profile is the traffic shape.
+	// Profile is the traffic shape (unused, except its replica keys, when
+	// Trace is set).
 	Profile traffic.Profile
+	// Trace, if set, replaces the profile's conversations: each request is
+	// sent open loop at its timestamp divided by TraceSpeedup (model time),
+	// with no conversation header, as one user message of its synthesized
+	// text (traffic.TraceText) and max_tokens = output_length.
+	Trace []traffic.TraceRequest
+	// TraceName names the trace in run records (e.g. its file name).
+	TraceName string
+	// TraceSpeedup divides the trace's timestamps (1: as recorded).
+	TraceSpeedup float64
 	// Replicas is the number of replicas at the start of a run (embedded
 	// mode; in external mode the router's replica set is used, and a
 	// non-zero Replicas must match it).
@@ -147,7 +157,14 @@ func (s *Spec) Validate() error {
 		}
 		seeds[sd] = true
 	}
-	if err := s.Profile.Validate(); err != nil {
+	if s.Trace != nil {
+		if len(s.Trace) == 0 {
+			bad("the trace has no request")
+		}
+		if !(s.TraceSpeedup > 0) || math.IsInf(s.TraceSpeedup, 0) {
+			bad("trace speed-up must be a positive number, got %v", s.TraceSpeedup)
+		}
+	} else if err := s.Profile.Validate(); err != nil {
 		bad("profile %s: %v", s.Profile.Name, err)
 	}
 	if !(s.Speed > 0) || math.IsInf(s.Speed, 0) {
@@ -212,6 +229,15 @@ func (s *Spec) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// TrafficName is what the run records name as the profile: the profile's
+// name, or "trace:<name>" for a trace.
+func (s *Spec) TrafficName() string {
+	if s.Trace != nil {
+		return "trace:" + s.TraceName
+	}
+	return s.Profile.Name
 }
 
 // Planned is one run of an invocation.
