@@ -17,6 +17,7 @@ import (
 
 	"github.com/llm-ring/llm-ring/internal/config"
 	"github.com/llm-ring/llm-ring/internal/experiment"
+	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/traffic"
 	"github.com/llm-ring/llm-ring/profiles"
@@ -51,6 +52,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	scaleAt := fs.Float64("scale-at", 0, "add a replica at this many seconds of model time into each run (0: no scale-up)")
 	loadDelay := fs.Duration("load-delay", 20*time.Second, "model time the extra embedded replica takes to load its model")
 	noHeaders := fs.Bool("no-headers", false, "send OpenAI-style bodies only, without x-conversation-id and x-turn (the router detects conversations itself)")
+	replicaPreset := fs.String("replica-preset", model.PresetCPU, "embedded replicas' model: "+strings.Join(model.PresetNames(), ", ")+" (see internal/model/preset.go)")
 	sharedCPU := fs.Bool("shared-cpu", true, "embedded replicas share one compute budget, as on the seed's laptop")
 	routerConfig := fs.String("router-config", "", "embedded router's configuration (YAML, as config/router.yaml; policy, listen and discovery are set per run)")
 	routerLog := fs.String("router-log", "", "write the embedded router's JSON log (every decision with its trace) to this file")
@@ -131,6 +133,18 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 				return usageError{fmt.Errorf("--%s applies to an external router only (give its URL with --router)", name)}
 			}
 		}
+	}
+	if set["replica-preset"] {
+		if *routerURL != "" {
+			return usageError{errors.New("--replica-preset applies to embedded replicas, not with --router")}
+		}
+		if spec.Model, err = model.Preset(*replicaPreset); err != nil {
+			return usageError{fmt.Errorf("--replica-preset: %w", err)}
+		}
+	}
+	spec.ReplicaPreset = *replicaPreset
+	if *routerURL != "" {
+		spec.ReplicaPreset = ""
 	}
 	if *routerConfig != "" {
 		if spec.RouterConfig, err = config.Load(*routerConfig); err != nil {

@@ -80,6 +80,8 @@ type Spec struct {
 	RouterConfig *config.Router
 	// Model configures every simulated replica (zero: model.DefaultConfig()).
 	Model model.Config
+	// ReplicaPreset names Model's preset (model.Preset), for the records.
+	ReplicaPreset string
 	// SharedCPU makes the replicas share one compute budget, as the seed's
 	// replicas on one laptop did: k busy replicas each run k times slower.
 	SharedCPU bool

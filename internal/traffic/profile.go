@@ -56,36 +56,36 @@ type Profile struct {
 	// persona and rules, then a tool catalogue, until the prompt holds at
 	// least this many tokens (the replicas' tokenizer, model.Count), as an
 	// agent framework's prompt does.
-	SystemPromptTokens int `json:"system_prompt_tokens" cfg:"optional"`
+	SystemPromptTokens int `json:"system_prompt_tokens,omitempty" cfg:"optional"`
 	// TurnStyle is "chat" (the default) or "tool": later turns are tool
 	// results handed back to the model (short JSON-like lines), as an agent
 	// loop sends them.
-	TurnStyle string `json:"turn_style" cfg:"optional"`
+	TurnStyle string `json:"turn_style,omitempty" cfg:"optional"`
 	// ConversationHeader, when false, makes the client send no conversation
 	// identity at all: no x-conversation-id / x-turn headers and no "user"
 	// field. The router must find reuse from the prompt alone. Absent: true.
-	ConversationHeader *bool `json:"conversation_header" cfg:"optional"`
+	ConversationHeader *bool `json:"conversation_header,omitempty" cfg:"optional"`
 	// Documents, if set, is the number of distinct documents the population
 	// pastes: a conversation with a document (doc_share) pastes one of these
 	// shared documents (at the start of its first message, before the
 	// question, as retrieval-augmented prompts are built), instead of a
 	// document of its own.
-	Documents int `json:"documents" cfg:"optional"`
+	Documents int `json:"documents,omitempty" cfg:"optional"`
 	// Hot, if set, gives a share of the conversations one popular long
 	// system prompt.
-	Hot *Hot `json:"hot" cfg:"optional"`
+	Hot *Hot `json:"hot,omitempty" cfg:"optional"`
 	// Arrivals, if set, switches the users on and off (bursts).
-	Arrivals *Arrivals `json:"arrivals" cfg:"optional"`
+	Arrivals *Arrivals `json:"arrivals,omitempty" cfg:"optional"`
 	// Replicas is the number of replicas the profile is written for: the
 	// default replica count of a run, and the count replica_speeds and
 	// replica_events are checked against. Required with either of them.
-	Replicas int `json:"replicas" cfg:"optional"`
+	Replicas int `json:"replicas,omitempty" cfg:"optional"`
 	// ReplicaSpeeds are per-replica speed factors, by replica index (the
 	// replica named llm-<index>): 0.5 is a replica at half speed (every step
 	// takes twice as long). Replicas beyond the list run at 1.
-	ReplicaSpeeds []float64 `json:"replica_speeds" cfg:"optional"`
+	ReplicaSpeeds []float64 `json:"replica_speeds,omitempty" cfg:"optional"`
 	// ReplicaEvents change the replica set during a run, in time order.
-	ReplicaEvents []ReplicaEvent `json:"replica_events" cfg:"optional"`
+	ReplicaEvents []ReplicaEvent `json:"replica_events,omitempty" cfg:"optional"`
 }
 
 // Hot is a popular prefix: a long system prompt shared by a share of all

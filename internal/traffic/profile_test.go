@@ -2,6 +2,7 @@ package traffic
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -160,6 +161,25 @@ func TestLoadProfile(t *testing.T) {
 			t.Errorf("LoadProfile(%q): name %q, want %q", tt.arg, p.Name, tt.wantName)
 		case tt.wantName == "" && (err == nil || !strings.Contains(err.Error(), tt.errHas)):
 			t.Errorf("LoadProfile(%q): error %v, want one containing %q", tt.arg, err, tt.errHas)
+		}
+	}
+}
+
+// A profile written back as JSON (as run records and tests do) parses
+// again: the optional keys are left out when unset.
+func TestProfileRoundTrip(t *testing.T) {
+	for _, name := range profiles.Names() {
+		p := mustLoad(t, name)
+		b, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, err := ParseProfile(b)
+		if err != nil {
+			t.Fatalf("%s written back: %v\n%s", name, err, b)
+		}
+		if a, b := fmt.Sprintf("%+v", render(p, 1, mustGenerate(t, p, 1))), fmt.Sprintf("%+v", render(q, 1, mustGenerate(t, q, 1))); a != b {
+			t.Errorf("%s written back generates other conversations", name)
 		}
 	}
 }
