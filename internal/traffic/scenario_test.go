@@ -243,3 +243,22 @@ func TestParseScenarioKeys(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkScenarioGenerate is a full run of each scenario profile that
+// draws more than the study's profiles: long prompts (agents, hot) and
+// shared documents (rag) are built once per generator.
+func BenchmarkScenarioGenerate(b *testing.B) {
+	for _, name := range []string{"agents", "rag", "hot"} {
+		p := mustLoad(b, name)
+		b.Run("profile="+name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				cs, err := Generate(p, 1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				sink += len(cs)
+			}
+		})
+	}
+}
