@@ -107,13 +107,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return usageError{err}
 		}
 	}
-	// A profile written for a replica count (hetero, churn) sets the
-	// default; its speeds and events need a CPU per replica.
-	if p := &spec.Profile; p.Replicas > 0 && !set["replicas"] && *routerURL == "" {
-		spec.Replicas = p.Replicas
-	}
-	if p := &spec.Profile; (len(p.ReplicaSpeeds) > 0 || len(p.ReplicaEvents) > 0) && !set["shared-cpu"] {
-		spec.SharedCPU = false
+	if *routerURL == "" {
+		profileDefaults(&spec, set)
 	}
 	if *routerURL != "" {
 		if !set["speed"] {
@@ -173,6 +168,23 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	fmt.Fprintf(stdout, "\nnext: llm-ring analyze --results-dir %s --out-dir DIR\n", spec.OutDir)
 	return nil
+}
+
+// profileDefaults applies what a profile says about its replicas to the
+// flags left at their defaults: a profile written for a replica count
+// (hetero, churn) sets --replicas; its speeds and events need a CPU per
+// replica (--shared-cpu=false) and its events replace a scale-up.
+func profileDefaults(spec *experiment.Spec, set map[string]bool) {
+	p := &spec.Profile
+	if p.Replicas > 0 && !set["replicas"] {
+		spec.Replicas = p.Replicas
+	}
+	if (len(p.ReplicaSpeeds) > 0 || len(p.ReplicaEvents) > 0) && !set["shared-cpu"] {
+		spec.SharedCPU = false
+	}
+	if len(p.ReplicaEvents) > 0 && !set["scale-at"] {
+		spec.ScaleAt = 0
+	}
 }
 
 // gatherList lets a list flag take several words: "--policies bounded

@@ -2,7 +2,6 @@ package experiment
 
 import (
 	"context"
-	"math"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +11,11 @@ import (
 
 // Issue #11: the live runner follows a profile's replica events, per-replica
 // speeds, on/off arrivals and its choice of sending no conversation header.
+// The checks are on the order of events (a request sent after a replica
+// left the set never reaches it), not on timing: whether a turn waited for
+// its "on" period is a matter of milliseconds on a loaded machine, so the
+// arrival gate's arithmetic is tested in traffic (TestArrivalWait) and here
+// only run through.
 func TestScenarioProfileLive(t *testing.T) {
 	p := tinyProfile()
 	p.Conversations, p.Concurrency = 12, 4
@@ -50,7 +54,6 @@ func TestScenarioProfileLive(t *testing.T) {
 		}
 	}
 	failed, added, returned, removed := f.ReplicaEvents[0], f.ReplicaEvents[1], f.ReplicaEvents[2], f.ReplicaEvents[3]
-	const slack = 1000.0 // model ms: 10 ms of wall time at testSpeed
 	used := map[string]int{}
 	for _, r := range rows {
 		used[r.Replica]++
@@ -65,11 +68,6 @@ func TestScenarioProfileLive(t *testing.T) {
 		case r.Replica == "llm-3" && (r.StartMS < added.StartMS || r.StartMS > removed.DoneMS):
 			t.Errorf("%s turn %d sent at %.0f ms to llm-3, which was in the set from %.0f to %.0f ms",
 				r.Conversation, r.Turn, r.StartMS, added.DoneMS, removed.DoneMS)
-		}
-		// No turn starts well inside an "off" period.
-		period := (p.Arrivals.OnS + p.Arrivals.OffS) * 1000
-		if in := math.Mod(r.StartMS, period); in > p.Arrivals.OnS*1000+slack {
-			t.Errorf("%s turn %d sent at %.0f ms, inside an off period", r.Conversation, r.Turn, r.StartMS)
 		}
 	}
 	t.Logf("rows by replica %v, errors %d, events %+v", used, f.Errors, f.ReplicaEvents)
