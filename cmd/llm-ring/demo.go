@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"github.com/llm-ring/llm-ring/internal/analysis"
 	"github.com/llm-ring/llm-ring/internal/experiment"
 	"github.com/llm-ring/llm-ring/internal/traffic"
+	"github.com/llm-ring/llm-ring/profiles"
 )
 
 // Demo defaults: the quick profile (about 6 minutes of model time per
@@ -31,7 +33,7 @@ const (
 func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("demo", stderr)
 	outDir := fs.String("out-dir", "", "folder for the runs (runs/) and the analysis (default: a new folder under the OS temp dir)")
-	profile := fs.String("profile", "quick", "traffic profile: an embedded name (quick, standard) or a JSON file")
+	profile := fs.String("profile", "quick", "traffic profile: an embedded name ("+strings.Join(profiles.Names(), ", ")+") or a JSON file")
 	policies := fs.String("policies", "study", "policies to compare, space- or comma-separated; study = the study's five ("+strings.Join(policy.StudyNames(), ", ")+"); all = every registered policy")
 	seed := fs.Int64("seed", 1, "traffic seed")
 	replicas := fs.Int("replicas", 3, "simulated replicas at the start")
@@ -62,6 +64,9 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if spec.Profile, err = traffic.LoadProfile(*profile); err != nil {
 		return usageError{err}
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	profileDefaults(&spec, set)
 	dir := *outDir
 	if dir == "" {
 		if dir, err = os.MkdirTemp("", "llm-ring-demo-"); err != nil {
@@ -84,7 +89,11 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	fmt.Fprintf(stdout, "llm-ring demo: %s on the same traffic (profile %s, seed %d: %d conversations, up to %d requests)\n",
 		strings.Join(spec.Policies, ", "), spec.Profile.Name, *seed, len(convs), turns)
-	fmt.Fprintf(stdout, "%d simulated replicas sharing one CPU, model time %g× faster than the clock", spec.Replicas, spec.Speed)
+	cpu := "sharing one CPU"
+	if !spec.SharedCPU {
+		cpu = "each with a CPU of its own"
+	}
+	fmt.Fprintf(stdout, "%d simulated replicas %s, model time %g× faster than the clock", spec.Replicas, cpu, spec.Speed)
 	if spec.ScaleAt > 0 {
 		fmt.Fprintf(stdout, "; a replica is added at %g s (model time), loading for %v", spec.ScaleAt.Seconds(), spec.LoadDelay)
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -16,8 +17,10 @@ import (
 
 	"github.com/llm-ring/llm-ring/internal/config"
 	"github.com/llm-ring/llm-ring/internal/experiment"
+	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/traffic"
+	"github.com/llm-ring/llm-ring/profiles"
 )
 
 // defaultRunSpeed is run's default model speed-up for embedded replicas: the
@@ -36,7 +39,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fs.PrintDefaults()
 	}
 	policies := fs.String("policies", "bounded,llm-aware", "policies to run, in order: space- or comma-separated ("+strings.Join(policy.Names(), ", ")+")")
-	profile := fs.String("profile", "standard", "traffic profile: a JSON file, or an embedded profile name (quick, standard)")
+	profile := fs.String("profile", "standard", "traffic profile: a JSON file, or an embedded profile name ("+strings.Join(profiles.Names(), ", ")+")")
+	tracePath := fs.String("trace", "", "replay this JSONL trace (Mooncake/FAST'25 format, see profiles/README.md) instead of a profile: open loop, no conversation header")
+	traceSpeedup := fs.Float64("trace-speedup", 1, "with --trace: divide the trace's timestamps by this")
 	seed := fs.Int64("seed", 1, "traffic seed (one run per policy)")
 	seeds := fs.String("seeds", "", "several seeds instead of --seed: a list or ranges, e.g. 1-5 or 1,2,3")
 	alternate := fs.Bool("alternate", false, "reverse the policy order on every other seed")
@@ -47,6 +52,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	scaleAt := fs.Float64("scale-at", 0, "add a replica at this many seconds of model time into each run (0: no scale-up)")
 	loadDelay := fs.Duration("load-delay", 20*time.Second, "model time the extra embedded replica takes to load its model")
 	noHeaders := fs.Bool("no-headers", false, "send OpenAI-style bodies only, without x-conversation-id and x-turn (the router detects conversations itself)")
+	replicaPreset := fs.String("replica-preset", model.PresetCPU, "embedded replicas' model: "+strings.Join(model.PresetNames(), ", ")+" (see internal/model/preset.go)")
 	sharedCPU := fs.Bool("shared-cpu", true, "embedded replicas share one compute budget, as on the seed's laptop")
 	routerConfig := fs.String("router-config", "", "embedded router's configuration (YAML, as config/router.yaml; policy, listen and discovery are set per run)")
 	routerLog := fs.String("router-log", "", "write the embedded router's JSON log (every decision with its trace) to this file")
@@ -86,8 +92,23 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if spec.ScaleAt, err = modelSeconds("scale-at", *scaleAt); err != nil {
 		return usageError{err}
 	}
-	if spec.Profile, err = traffic.LoadProfile(*profile); err != nil {
-		return usageError{err}
+	switch {
+	case *tracePath != "" && set["profile"]:
+		return usageError{errors.New("give --profile or --trace, not both")}
+	case *tracePath != "":
+		if spec.Trace, err = traffic.LoadTrace(*tracePath); err != nil {
+			return usageError{fmt.Errorf("--trace: %w", err)}
+		}
+		spec.TraceName, spec.TraceSpeedup = filepath.Base(*tracePath), *traceSpeedup
+	case set["trace-speedup"]:
+		return usageError{errors.New("--trace-speedup applies to --trace only")}
+	default:
+		if spec.Profile, err = traffic.LoadProfile(*profile); err != nil {
+			return usageError{err}
+		}
+	}
+	if *routerURL == "" {
+		profileDefaults(&spec, set)
 	}
 	if *routerURL != "" {
 		if !set["speed"] {
@@ -107,6 +128,18 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 				return usageError{fmt.Errorf("--%s applies to an external router only (give its URL with --router)", name)}
 			}
 		}
+	}
+	if set["replica-preset"] {
+		if *routerURL != "" {
+			return usageError{errors.New("--replica-preset applies to embedded replicas, not with --router")}
+		}
+		if spec.Model, err = model.Preset(*replicaPreset); err != nil {
+			return usageError{fmt.Errorf("--replica-preset: %w", err)}
+		}
+	}
+	spec.ReplicaPreset = *replicaPreset
+	if *routerURL != "" {
+		spec.ReplicaPreset = ""
 	}
 	if *routerConfig != "" {
 		if spec.RouterConfig, err = config.Load(*routerConfig); err != nil {
@@ -135,6 +168,23 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	fmt.Fprintf(stdout, "\nnext: llm-ring analyze --results-dir %s --out-dir DIR\n", spec.OutDir)
 	return nil
+}
+
+// profileDefaults applies what a profile says about its replicas to the
+// flags left at their defaults: a profile written for a replica count
+// (hetero, churn) sets --replicas; its speeds and events need a CPU per
+// replica (--shared-cpu=false) and its events replace a scale-up.
+func profileDefaults(spec *experiment.Spec, set map[string]bool) {
+	p := &spec.Profile
+	if p.Replicas > 0 && !set["replicas"] {
+		spec.Replicas = p.Replicas
+	}
+	if (len(p.ReplicaSpeeds) > 0 || len(p.ReplicaEvents) > 0) && !set["shared-cpu"] {
+		spec.SharedCPU = false
+	}
+	if len(p.ReplicaEvents) > 0 && !set["scale-at"] {
+		spec.ScaleAt = 0
+	}
 }
 
 // gatherList lets a list flag take several words: "--policies bounded

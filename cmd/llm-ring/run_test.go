@@ -9,8 +9,10 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/llm-ring/llm-ring/internal/analysis"
+	"github.com/llm-ring/llm-ring/internal/experiment"
 	"github.com/llm-ring/llm-ring/internal/traffic"
 )
 
@@ -155,5 +157,31 @@ func TestRunRecords(t *testing.T) {
 	}
 	if runs, err := analysis.Load(dir); err != nil || len(runs) != 2 {
 		t.Errorf("%d runs, %v", len(runs), err)
+	}
+}
+
+// A profile's replica keys set the flags left at their defaults (issue #11).
+func TestProfileDefaults(t *testing.T) {
+	churn, err := traffic.LoadProfile("churn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name       string
+		set        map[string]bool // flags given on the command line
+		wantRepl   int
+		wantShared bool
+		wantScale  time.Duration
+	}{
+		{"defaults follow the profile", map[string]bool{}, 3, false, 0},
+		{"explicit flags win", map[string]bool{"replicas": true, "shared-cpu": true, "scale-at": true}, 5, true, time.Second},
+	}
+	for _, tt := range tests {
+		spec := experiment.Spec{Profile: churn, Replicas: 5, SharedCPU: true, ScaleAt: time.Second}
+		profileDefaults(&spec, tt.set)
+		if spec.Replicas != tt.wantRepl || spec.SharedCPU != tt.wantShared || spec.ScaleAt != tt.wantScale {
+			t.Errorf("%s: replicas %d shared %v scale-at %v, want %d %v %v", tt.name,
+				spec.Replicas, spec.SharedCPU, spec.ScaleAt, tt.wantRepl, tt.wantShared, tt.wantScale)
+		}
 	}
 }

@@ -41,7 +41,9 @@ type driver struct {
 	convs   []traffic.Conversation
 	speed   float64
 	headers bool
-	start   time.Time // the run's start (wall)
+	trace   []traffic.TraceRequest // if set, replayed open loop instead of convs
+	speedup float64                // divides the trace's timestamps
+	start   time.Time              // the run's start (wall)
 	base    record.Request
 	onRow   func(*record.Request)
 
@@ -64,9 +66,34 @@ func (d *driver) wall(modelS float64) time.Duration {
 // run starts one goroutine per user and waits for all of them. It returns
 // when every conversation is done or ctx is cancelled.
 func (d *driver) run(ctx context.Context) {
+	if d.trace != nil {
+		d.runTrace(ctx)
+		return
+	}
 	var wg sync.WaitGroup
 	for u := range d.profile.Concurrency {
 		wg.Go(func() { d.user(ctx, u) })
+	}
+	wg.Wait()
+}
+
+// runTrace sends every trace request at its timestamp (divided by the
+// speed-up, in model time), open loop: whatever happened to the earlier
+// ones. Each is one user message of its synthesized text, with no
+// conversation header, and max_tokens = output_length.
+func (d *driver) runTrace(ctx context.Context) {
+	var wg sync.WaitGroup
+	for i := range d.trace {
+		req := &d.trace[i]
+		if !sleep(ctx, time.Until(d.start.Add(d.wall(float64(req.TimestampMS)/1000/d.speedup)))) {
+			break
+		}
+		wg.Go(func() {
+			row := d.base
+			row.Conversation, row.Turn = fmt.Sprintf("trace-l%d", req.Line), 1
+			row, _, _ = d.post(ctx, row, traffic.TraceMessages(traffic.TraceText(req)), req.OutputLength, nil)
+			d.record(&row)
+		})
 	}
 	wg.Wait()
 }
@@ -90,6 +117,11 @@ func (d *driver) conversation(ctx context.Context, c *traffic.Conversation) bool
 			return true
 		}
 		if !sleep(ctx, d.wall(c.Turns[t].ThinkS)) {
+			return false
+		}
+		// Bursty profiles: a turn due while arrivals are off waits for the
+		// next "on" period.
+		if w := d.profile.ArrivalWait(d.modelMS(time.Since(d.start)) / 1000); w > 0 && !sleep(ctx, d.wall(w)) {
 			return false
 		}
 		row, answer, total := d.send(ctx, c, t, answers)
@@ -138,7 +170,17 @@ func (d *driver) record(r *record.Request) {
 func (d *driver) send(ctx context.Context, c *traffic.Conversation, t int, answers []string) (record.Request, string, int) {
 	row := d.base
 	row.Conversation, row.Turn = c.ID, t+1
-	body, err := traffic.ChatBody("", traffic.Messages(c, t, answers), c.Turns[t].MaxTokens, true)
+	var hdr func(http.Header)
+	if d.headers {
+		hdr = func(h http.Header) { traffic.SetHeaders(h, c, t) }
+	}
+	return d.post(ctx, row, traffic.Messages(c, t, answers), c.Turns[t].MaxTokens, hdr)
+}
+
+// post sends one chat request (streamed) and reads its answer into row;
+// hdr, if set, adds headers.
+func (d *driver) post(ctx context.Context, row record.Request, msgs []wire.ChatMessage, maxTokens int, hdr func(http.Header)) (record.Request, string, int) {
+	body, err := traffic.ChatBody("", msgs, maxTokens, true)
 	if err != nil {
 		row.Error = "encode request: " + err.Error()
 		return row, "", 0
@@ -150,8 +192,8 @@ func (d *driver) send(ctx context.Context, c *traffic.Conversation, t int, answe
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
-	if d.headers {
-		traffic.SetHeaders(req.Header, c, t)
+	if hdr != nil {
+		hdr(req.Header)
 	}
 	sent := time.Now()
 	row.StartMS = d.modelMS(sent.Sub(d.start))

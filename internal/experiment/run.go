@@ -38,12 +38,25 @@ type RunFile struct {
 	ConversationsCut int `json:"conversations_cut"`
 	// ScaleError says why the scale-up failed, if it did.
 	ScaleError string `json:"scale_error,omitempty"`
+	// ReplicaEvents are the profile's replica events as applied: when each
+	// started and when it took effect (model ms), or why it failed.
+	ReplicaEvents []AppliedEvent `json:"replica_events,omitempty"`
 	// MetricsError says why the router's metrics could not be read, if so.
 	MetricsError string `json:"metrics_error,omitempty"`
 	// ReplicaMetrics holds each embedded replica's final /metrics
 	// (llamacpp:* and llm_ring_sim_* series, such as the RAM cache's
 	// evictions), by replica name.
 	ReplicaMetrics map[string]map[string]float64 `json:"replica_metrics,omitempty"`
+}
+
+// AppliedEvent is a profile's replica event as the live runner applied it.
+type AppliedEvent struct {
+	traffic.ReplicaEvent
+	// StartMS is when the runner started it; DoneMS when it took effect (a
+	// returned or added replica is then healthy and in the router's set).
+	StartMS float64 `json:"start_ms"`
+	DoneMS  float64 `json:"done_ms,omitempty"`
+	Error   string  `json:"error,omitempty"`
 }
 
 // Result is one run, finished or interrupted.
@@ -100,7 +113,7 @@ func Run(ctx context.Context, spec Spec) ([]Result, error) {
 	var results []Result
 	for _, pl := range plan {
 		cs, ok := convs[pl.Seed]
-		if !ok {
+		if !ok && spec.Trace == nil {
 			var err error
 			if cs, err = traffic.Generate(spec.Profile, pl.Seed); err != nil {
 				return results, err
@@ -121,7 +134,7 @@ func Run(ctx context.Context, spec Spec) ([]Result, error) {
 func newClient(spec *Spec) *http.Client {
 	tr := &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConnsPerHost: spec.Profile.Concurrency + 8,
+		MaxIdleConnsPerHost: max(spec.Profile.Concurrency, 248) + 8, // a trace is open loop: many at once
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true, // SSE must arrive as sent
 	}
@@ -160,7 +173,7 @@ func runOne(ctx context.Context, spec *Spec, tgt target, pl Planned, convs []tra
 		return nil, fmt.Errorf("run %s: %w", pl.RunID, err)
 	}
 
-	expected := 0
+	expected := len(spec.Trace)
 	for i := range convs {
 		expected += len(convs[i].Turns)
 	}
@@ -170,7 +183,9 @@ func runOne(ctx context.Context, spec *Spec, tgt target, pl Planned, convs []tra
 		profile: spec.Profile,
 		convs:   convs,
 		speed:   spec.Speed,
-		headers: !spec.NoHeaders,
+		headers: !spec.NoHeaders && spec.Profile.Headers(),
+		trace:   spec.Trace,
+		speedup: spec.TraceSpeedup,
 		base:    record.Request{RunID: pl.RunID, Policy: pl.Policy, Seed: pl.Seed},
 	}
 	prog := newProgress(spec.Progress, spec.Terminal, label, expected)
@@ -207,18 +222,45 @@ func runOne(ctx context.Context, spec *Spec, tgt target, pl Planned, convs []tra
 		scaleReadyMS, scaleName = d.modelMS(time.Since(d.start)), name
 		prog.note("scale-up: %s ready and routed to at %.1f s", name, scaleReadyMS/1000)
 	}()
+	var applied []AppliedEvent
+	eventsDone := make(chan struct{})
+	go func() {
+		defer close(eventsDone)
+		e, ok := tgt.(*embedded)
+		if !ok {
+			return // Validate refuses replica events with an external router
+		}
+		for _, ev := range spec.Profile.ReplicaEvents {
+			if !sleep(runCtx, time.Until(d.start.Add(d.wall(ev.AtS)))) {
+				return
+			}
+			a := AppliedEvent{ReplicaEvent: ev, StartMS: d.modelMS(time.Since(d.start))}
+			prog.note("replica event: %s llm-%d at %.1f s", ev.Action, ev.Replica, a.StartMS/1000)
+			if err := e.event(runCtx, ev); err != nil {
+				if runCtx.Err() != nil {
+					return
+				}
+				a.Error = err.Error()
+				prog.note("replica event %s llm-%d failed: %v", ev.Action, ev.Replica, err)
+			} else {
+				a.DoneMS = d.modelMS(time.Since(d.start))
+			}
+			applied = append(applied, a)
+		}
+	}()
 	d.run(runCtx)
 	end := time.Now()
 	interrupted := ctx.Err() != nil
 	cancelRun()
 	<-scaleDone
+	<-eventsDone
 
 	file := RunFile{
 		Run: record.Run{
 			RunID:        pl.RunID,
 			Policy:       pl.Policy,
 			Seed:         pl.Seed,
-			Profile:      spec.Profile.Name,
+			Profile:      spec.TrafficName(),
 			Mode:         spec.Mode(),
 			Replicas:     replicas,
 			Order:        pl.Order,
@@ -230,6 +272,7 @@ func runOne(ctx context.Context, spec *Spec, tgt target, pl Planned, convs []tra
 			ScaleReplica: scaleName,
 		},
 		Interrupted:      interrupted,
+		ReplicaEvents:    applied,
 		ExpectedRequests: expected,
 		ConversationsCut: int(d.cut.Load()),
 	}
@@ -265,9 +308,13 @@ func runOne(ctx context.Context, spec *Spec, tgt target, pl Planned, convs []tra
 
 	cfg := tgt.describe()
 	cfg["speed"] = spec.Speed
-	cfg["headers"] = !spec.NoHeaders
+	cfg["headers"] = !spec.NoHeaders && spec.Profile.Headers() && spec.Trace == nil
 	cfg["scale_at_s"] = spec.ScaleAt.Seconds()
-	cfg["profile"] = toMap(spec.Profile)
+	if spec.Trace != nil {
+		cfg["trace"] = map[string]any{"name": spec.TraceName, "requests": len(spec.Trace), "speedup": spec.TraceSpeedup}
+	} else {
+		cfg["profile"] = toMap(spec.Profile)
+	}
 	cfg["invocation"] = map[string]any{"policies": spec.Policies, "seeds": spec.Seeds, "alternate": spec.Alternate}
 	file.Config = cfg
 

@@ -37,8 +37,18 @@ type Spec struct {
 	// Alternate reverses the policy order on every other seed (the 2nd,
 	// 4th, …), so that no policy always runs first, on a cold machine.
 	Alternate bool
-	// Profile is the traffic shape.
+	// Profile is the traffic shape (unused, except its replica keys, when
+	// Trace is set).
 	Profile traffic.Profile
+	// Trace, if set, replaces the profile's conversations: each request is
+	// sent open loop at its timestamp divided by TraceSpeedup (model time),
+	// with no conversation header, as one user message of its synthesized
+	// text (traffic.TraceText) and max_tokens = output_length.
+	Trace []traffic.TraceRequest
+	// TraceName names the trace in run records (e.g. its file name).
+	TraceName string
+	// TraceSpeedup divides the trace's timestamps (1: as recorded).
+	TraceSpeedup float64
 	// Replicas is the number of replicas at the start of a run (embedded
 	// mode; in external mode the router's replica set is used, and a
 	// non-zero Replicas must match it).
@@ -70,6 +80,8 @@ type Spec struct {
 	RouterConfig *config.Router
 	// Model configures every simulated replica (zero: model.DefaultConfig()).
 	Model model.Config
+	// ReplicaPreset names Model's preset (model.Preset), for the records.
+	ReplicaPreset string
 	// SharedCPU makes the replicas share one compute budget, as the seed's
 	// replicas on one laptop did: k busy replicas each run k times slower.
 	SharedCPU bool
@@ -147,7 +159,14 @@ func (s *Spec) Validate() error {
 		}
 		seeds[sd] = true
 	}
-	if err := s.Profile.Validate(); err != nil {
+	if s.Trace != nil {
+		if len(s.Trace) == 0 {
+			bad("the trace has no request")
+		}
+		if !(s.TraceSpeedup > 0) || math.IsInf(s.TraceSpeedup, 0) {
+			bad("trace speed-up must be a positive number, got %v", s.TraceSpeedup)
+		}
+	} else if err := s.Profile.Validate(); err != nil {
 		bad("profile %s: %v", s.Profile.Name, err)
 	}
 	if !(s.Speed > 0) || math.IsInf(s.Speed, 0) {
@@ -162,9 +181,20 @@ func (s *Spec) Validate() error {
 	if s.OutDir == "" {
 		bad("no output folder")
 	}
+	pr := &s.Profile
+	scenario := len(pr.ReplicaSpeeds) > 0 || len(pr.ReplicaEvents) > 0
+	if scenario && s.Replicas != pr.Replicas {
+		bad("profile %s is written for %d replicas (its replica_speeds and replica_events name them), got %d", pr.Name, pr.Replicas, s.Replicas)
+	}
+	if len(pr.ReplicaEvents) > 0 && s.ScaleAt > 0 {
+		bad("profile %s has replica events: give them or a scale-up time, not both", pr.Name)
+	}
 	if s.Mode() == ModeEmbedded {
 		if s.Replicas < 1 || s.Replicas > 1000 {
 			bad("replicas must be between 1 and 1000, got %d", s.Replicas)
+		}
+		if scenario && s.SharedCPU {
+			bad("profile %s sets replica speeds or events, which need a CPU per replica: run without shared CPU", pr.Name)
 		}
 		if s.ScaleCmd != "" || s.UnscaleCmd != "" || s.Prepare {
 			bad("scale and unscale commands and prepare apply to an external router only (set its URL)")
@@ -186,6 +216,9 @@ func (s *Spec) Validate() error {
 		if s.Replicas < 0 {
 			bad("replicas must not be negative, got %d", s.Replicas)
 		}
+		if scenario {
+			bad("profile %s sets replica speeds or events, which only embedded replicas can follow (the runner does not control an external router's replicas)", pr.Name)
+		}
 		if s.ScaleAt > 0 && (s.ScaleCmd == "" || s.UnscaleCmd == "") {
 			bad("a scale-up on an external router needs both a scale command and an unscale command " +
 				"(so that every run starts with the same replicas)")
@@ -198,6 +231,15 @@ func (s *Spec) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// TrafficName is what the run records name as the profile: the profile's
+// name, or "trace:<name>" for a trace.
+func (s *Spec) TrafficName() string {
+	if s.Trace != nil {
+		return "trace:" + s.TraceName
+	}
+	return s.Profile.Name
 }
 
 // Planned is one run of an invocation.

@@ -21,6 +21,7 @@ import (
 	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/replica"
 	"github.com/llm-ring/llm-ring/internal/router"
+	"github.com/llm-ring/llm-ring/internal/traffic"
 )
 
 // target is where a run's traffic goes.
@@ -46,10 +47,11 @@ type embedded struct {
 	base  *config.Router
 
 	cfg      *config.Router // this run's router configuration
-	host     *replica.Host
+	host     *replica.Host  // the shared host (SharedCPU), else nil
 	rt       *router.Router
-	upstream *http.Transport // the router's connections to the replicas
-	replicas []discovery.Replica
+	upstream *http.Transport     // the router's connections to the replicas
+	replicas []discovery.Replica // the router's replica set
+	members  []*member           // every replica started in this run, by start order
 	// The router stops before the replicas: two contexts, two groups.
 	routerCtx, replicaCtx    context.Context
 	stopRouter, stopReplicas context.CancelFunc
@@ -57,6 +59,16 @@ type embedded struct {
 	mu                       sync.Mutex
 	errs                     []error // servers that failed
 	client                   *http.Client
+}
+
+// member is one replica the run started: its own host (a CPU of its own),
+// or the shared host, and its server.
+type member struct {
+	index  int
+	rep    discovery.Replica
+	host   *replica.Host // nil: on the shared host
+	cancel context.CancelFunc
+	failed bool
 }
 
 func newEmbedded(spec *Spec, client *http.Client) *embedded {
@@ -82,17 +94,20 @@ func (e *embedded) serve(ctx context.Context, wg *sync.WaitGroup, what string, f
 }
 
 func (e *embedded) start(ctx context.Context, policyName string) (string, int, error) {
-	h, err := replica.NewHost(replica.Options{Model: e.model, SharedCPU: e.spec.SharedCPU, Speed: e.spec.Speed})
-	if err != nil {
-		return "", 0, err
+	e.host, e.errs, e.replicas, e.members = nil, nil, nil, nil
+	if e.spec.SharedCPU {
+		h, err := replica.NewHost(replica.Options{Model: e.model, SharedCPU: true, Speed: e.spec.Speed})
+		if err != nil {
+			return "", 0, err
+		}
+		e.host = h
 	}
 	// The servers outlive ctx (Ctrl-C) until stop, so that the router's
 	// metrics can still be read.
-	e.host, e.errs, e.replicas = h, nil, nil
 	e.routerCtx, e.stopRouter = context.WithCancel(context.WithoutCancel(ctx))
 	e.replicaCtx, e.stopReplicas = context.WithCancel(context.WithoutCancel(ctx))
 	for i := range e.spec.Replicas {
-		r, err := e.addReplica(fmt.Sprintf("llm-%d", i), 0)
+		r, err := e.addReplica(i, 0)
 		if err != nil {
 			e.stop(ctx, false)
 			return "", 0, err
@@ -138,46 +153,112 @@ func (e *embedded) start(ctx context.Context, policyName string) (string, int, e
 	return "http://" + ln.Addr().String(), len(e.replicas), nil
 }
 
-// addReplica adds a replica to the host and serves it on a loopback port.
-func (e *embedded) addReplica(name string, loadDelay time.Duration) (discovery.Replica, error) {
-	r, err := e.host.Add(name, loadDelay)
-	if err != nil {
+// addReplica starts replica llm-<index> and serves it on a loopback port:
+// on the shared host, or else on a host of its own running at the
+// profile's speed factor for that index.
+func (e *embedded) addReplica(index int, loadDelay time.Duration) (discovery.Replica, error) {
+	name := fmt.Sprintf("llm-%d", index)
+	m := &member{index: index, host: e.host}
+	if e.host == nil {
+		h, err := replica.NewHost(replica.Options{Model: e.model.WithSpeed(e.spec.Profile.ReplicaSpeed(index)), Speed: e.spec.Speed})
+		if err != nil {
+			return discovery.Replica{}, err
+		}
+		m.host = h
+	}
+	fail := func(err error) (discovery.Replica, error) {
+		if m.host != e.host {
+			m.host.Close()
+		}
 		return discovery.Replica{}, err
+	}
+	r, err := m.host.Add(name, loadDelay)
+	if err != nil {
+		return fail(err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return discovery.Replica{}, err
+		return fail(err)
 	}
-	e.serve(e.replicaCtx, &e.replicaWG, "replica "+name, func(ctx context.Context) error { return replica.Serve(ctx, ln, r) })
-	return discovery.Replica{Name: name, URL: "http://" + ln.Addr().String()}, nil
+	var ctx context.Context
+	ctx, m.cancel = context.WithCancel(e.replicaCtx)
+	e.serve(ctx, &e.replicaWG, "replica "+name, func(ctx context.Context) error { return replica.Serve(ctx, ln, r) })
+	m.rep = discovery.Replica{Name: name, URL: "http://" + ln.Addr().String()}
+	e.members = append(e.members, m)
+	return m.rep, nil
 }
 
 // scale adds replica llm-<N> with the spec's load delay, polls its /health
 // until it answers 200 (its model is loaded), then gives the router the new
 // replica set.
 func (e *embedded) scale(ctx context.Context) (string, error) {
-	name := fmt.Sprintf("llm-%d", len(e.replicas))
-	r, err := e.addReplica(name, e.spec.LoadDelay)
+	r, err := e.addReplica(len(e.replicas), e.spec.LoadDelay)
 	if err != nil {
 		return "", err
 	}
-	// Poll every 100 ms of model time: the ready time is known to that.
+	if err := e.waitHealthy(ctx, r); err != nil {
+		return "", err
+	}
+	e.replicas = append(e.replicas, r)
+	e.rt.SetReplicas(e.replicas)
+	return r.Name, nil
+}
+
+// waitHealthy polls r's /health every 100 ms of model time (so the ready
+// time is known to that) until it answers 200.
+func (e *embedded) waitHealthy(ctx context.Context, r discovery.Replica) error {
 	every := min(max(time.Duration(float64(100*time.Millisecond)/e.spec.Speed), time.Millisecond), 100*time.Millisecond)
 	for {
 		ok, err := healthy(ctx, e.client, r.URL)
 		if err != nil {
-			return "", err
+			return err
 		}
 		if ok {
-			break
+			return nil
 		}
 		if !sleep(ctx, every) {
-			return "", ctx.Err()
+			return ctx.Err()
 		}
 	}
-	e.replicas = append(e.replicas, r)
-	e.rt.SetReplicas(e.replicas)
-	return name, nil
+}
+
+// event applies a profile's replica event (traffic.ReplicaEvent):
+//   - fail: the replica's host closes (its in-flight requests fail, its
+//     cache is gone), its server stops, and it leaves the router's set;
+//   - return, add: a fresh replica llm-<index> starts on a new port, loads
+//     for the spec's load delay, and joins the router's set when healthy
+//     (return: the failed replica's name, cold);
+//   - remove: it leaves the router's set; its server keeps running, so
+//     requests in flight finish (a drain), until the run ends.
+func (e *embedded) event(ctx context.Context, ev traffic.ReplicaEvent) error {
+	name := fmt.Sprintf("llm-%d", ev.Replica)
+	switch ev.Action {
+	case traffic.ActionFail, traffic.ActionRemove:
+		e.replicas = slices.DeleteFunc(e.replicas, func(r discovery.Replica) bool { return r.Name == name })
+		if ev.Action == traffic.ActionFail {
+			for _, m := range e.members {
+				if m.rep.Name == name && !m.failed {
+					m.failed = true
+					m.host.Close()
+					m.cancel()
+				}
+			}
+		}
+		e.rt.SetReplicas(e.replicas)
+		return nil
+	case traffic.ActionReturn, traffic.ActionAdd:
+		r, err := e.addReplica(ev.Replica, e.spec.LoadDelay)
+		if err != nil {
+			return err
+		}
+		if err := e.waitHealthy(ctx, r); err != nil {
+			return err
+		}
+		e.replicas = append(e.replicas, r)
+		e.rt.SetReplicas(e.replicas)
+		return nil
+	}
+	return fmt.Errorf("unknown replica event action %q", ev.Action)
 }
 
 // healthy reports whether GET /health answers 200. A 503 (loading) is not
@@ -210,7 +291,11 @@ func healthy(ctx context.Context, client *http.Client, base string) (bool, error
 func (e *embedded) replicaMetrics(ctx context.Context) (map[string]map[string]float64, error) {
 	out := map[string]map[string]float64{}
 	var errs []error
-	for _, r := range e.replicas {
+	for _, m := range e.members {
+		if m.failed {
+			continue // its metrics went with it
+		}
+		r := m.rep
 		m := map[string]float64{}
 		for _, prefix := range []string{"llamacpp:", "llm_ring_sim_"} {
 			s, err := scrapePrefix(ctx, e.client, r.URL, prefix)
@@ -240,6 +325,11 @@ func (e *embedded) stop(ctx context.Context, _ bool) error {
 	if e.host != nil {
 		e.host.Close()
 	}
+	for _, m := range e.members {
+		if m.host != e.host {
+			m.host.Close() // closing twice is harmless
+		}
+	}
 	if e.stopReplicas != nil {
 		e.stopReplicas()
 		e.replicaWG.Wait()
@@ -254,18 +344,24 @@ func (e *embedded) describe() map[string]any {
 	return map[string]any{
 		"router": toMap(e.cfg),
 		"replica": map[string]any{
-			"n_parallel":      m.NParallel,
-			"ctx_size":        m.CtxSize,
-			"n_batch":         m.NBatch,
-			"cache_ram_mib":   m.CacheRAMMiB,
-			"bytes_per_token": m.BytesPerToken,
-			"step_overhead":   m.StepOverhead.String(),
-			"token_cost":      m.TokenCost.String(),
-			"attn_cost":       m.AttnCost.String(),
-			"answer_min":      m.AnswerMin,
-			"answer_max":      m.AnswerMax,
-			"seed":            m.Seed,
-			"shared_cpu":      e.spec.SharedCPU,
+			"n_parallel":         m.NParallel,
+			"ctx_size":           m.CtxSize,
+			"n_batch":            m.NBatch,
+			"cache_ram_mib":      m.CacheRAMMiB,
+			"bytes_per_token":    m.BytesPerToken,
+			"step_overhead":      m.StepOverhead.String(),
+			"token_cost":         m.TokenCost.String(),
+			"attn_cost":          m.AttnCost.String(),
+			"preset":             e.spec.ReplicaPreset,
+			"prefill_token_cost": m.PrefillTokenCost.String(),
+			"prefill_attn_cost":  m.PrefillAttnCost.String(),
+			"prefill_overhead":   m.PrefillOverhead.String(),
+			"kv_tokens":          m.KVTokens,
+			"answer_min":         m.AnswerMin,
+			"answer_max":         m.AnswerMax,
+			"seed":               m.Seed,
+			"shared_cpu":         e.spec.SharedCPU,
+			"speeds":             e.spec.Profile.ReplicaSpeeds,
 		},
 		"load_delay_s": e.spec.LoadDelay.Seconds(),
 	}

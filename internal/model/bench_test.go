@@ -24,19 +24,26 @@ var sink int
 func BenchmarkModel(b *testing.B) {
 	for _, mode := range []string{"incremental", "full"} {
 		b.Run("tokens="+mode, func(b *testing.B) {
-			benchModel(b, mode == "full")
+			benchModel(b, DefaultConfig(), 50, 2*time.Second, mode == "full")
 		})
 	}
 }
 
-func benchModel(b *testing.B, full bool) {
-	const convs = 50
+// BenchmarkModelGPU is BenchmarkModel's incremental traffic on the GPU
+// preset (256 sequences, a shared KV pool), busier: 300 conversations, a
+// request every 20 ms of model time, so that tens of sequences decode at
+// once.
+func BenchmarkModelGPU(b *testing.B) {
+	benchModel(b, GPUH100Llama8B(), 300, 20*time.Millisecond, false)
+}
+
+func benchModel(b *testing.B, cfg Config, convs int, every time.Duration, full bool) {
 	type conv struct {
 		msgs []Message
 		toks []Token
 		last ID
 	}
-	r, _ := New(DefaultConfig())
+	r, _ := New(cfg)
 	cs := make([]conv, convs)
 	users := make([]string, 64)
 	for i := range users {
@@ -100,7 +107,7 @@ func benchModel(b *testing.B, full bool) {
 			c.toks = prompt[:n]
 		}
 		promptTokens += len(prompt)
-		now += 2 * time.Second
+		now += every
 		for {
 			at, ok := r.NextEvent()
 			if !ok || at > now {

@@ -41,6 +41,31 @@ type Config struct {
 	// Seed is the default seed of the generated answers; a request's own
 	// seed (if non-zero) replaces it.
 	Seed uint64
+
+	// The fields below describe a GPU engine (vLLM-like); their zero values
+	// keep the llama.cpp model above exactly as it was.
+	//
+	// A prompt chunk of n tokens at positions pos … pos+n−1 then costs
+	//   PrefillOverhead + Σ (PrefillTokenCost + PrefillAttnCost × position)
+	// in its step, instead of Σ (TokenCost + AttnCost × position): on a GPU
+	// a prompt token is compute-bound and a decode token mostly shares the
+	// step's weight reads (StepOverhead), so the two cost differently.
+	//
+	// PrefillTokenCost is the cost of one prompt token (0: TokenCost).
+	PrefillTokenCost time.Duration
+	// PrefillAttnCost is the attention cost of one prompt token per earlier
+	// position (0: AttnCost).
+	PrefillAttnCost time.Duration
+	// PrefillOverhead is added once per prompt chunk in a step (0: none).
+	PrefillOverhead time.Duration
+	// KVTokens, if set, is a KV pool shared by the slots, in tokens (vLLM's
+	// paged KV cache): a request is admitted only when its prompt and its
+	// whole answer fit beside the running requests' reservations; idle
+	// slots' cached tokens count too and are evicted, least recently used
+	// first, to make room. 0: no shared pool (each slot has its context).
+	// It must hold at least one slot's context, as vLLM requires the
+	// maximum model length to fit in its KV cache.
+	KVTokens int
 }
 
 // DefaultConfig is the server of the original study: Qwen2.5-0.5B on a
@@ -86,5 +111,12 @@ func (c Config) Validate() error {
 	check(c.StepOverhead+c.TokenCost > 0, "step_overhead and token_cost: must not both be zero")
 	check(c.AnswerMin >= 1, "answer_min: must be at least 1, got %d", c.AnswerMin)
 	check(c.AnswerMax >= c.AnswerMin, "answer_max: must be at least answer_min (%d), got %d", c.AnswerMin, c.AnswerMax)
+	check(c.PrefillTokenCost >= 0, "prefill_token_cost: must not be negative, got %v", c.PrefillTokenCost)
+	check(c.PrefillAttnCost >= 0, "prefill_attn_cost: must not be negative, got %v", c.PrefillAttnCost)
+	check(c.PrefillOverhead >= 0, "prefill_overhead: must not be negative, got %v", c.PrefillOverhead)
+	check(c.KVTokens == 0 || c.NParallel < 1 || c.KVTokens >= c.SlotContext(),
+		"kv_tokens: %d cannot hold one slot's context of %d tokens (vLLM refuses a maximum model length beyond its KV cache)",
+		c.KVTokens, c.CtxSize/max(c.NParallel, 1))
+	check(c.KVTokens >= 0, "kv_tokens: must not be negative, got %d", c.KVTokens)
 	return errors.Join(errs...)
 }

@@ -499,6 +499,13 @@ func (s *Server) plan(v time.Duration, dst []Event) []Event {
 	}
 	g.nDecode = batch
 	budget := c.NBatch - batch
+	pTok, pAttn := c.TokenCost, c.AttnCost
+	if c.PrefillTokenCost > 0 {
+		pTok = c.PrefillTokenCost
+	}
+	if c.PrefillAttnCost > 0 {
+		pAttn = c.PrefillAttnCost
+	}
 	for i := range s.slots {
 		sl := &s.slots[i]
 		if sl.state != slotPrefill {
@@ -511,9 +518,10 @@ func (s *Server) plan(v time.Duration, dst []Event) []Event {
 		}
 		budget -= n
 		g.prefill = true
-		// Σ over positions pos … pos+n−1 of (TokenCost + AttnCost·position)
+		// PrefillOverhead + Σ over positions pos … pos+n−1 of
+		// (TokenCost + AttnCost·position), with the prefill costs if set
 		nn := time.Duration(n)
-		g.base += nn*c.TokenCost + c.AttnCost*(nn*time.Duration(sl.pos)+nn*(nn-1)/2)
+		g.base += c.PrefillOverhead + nn*pTok + pAttn*(nn*time.Duration(sl.pos)+nn*(nn-1)/2)
 	}
 	if batch == 0 && !g.prefill {
 		return dst // idle
@@ -551,6 +559,9 @@ func (s *Server) assign(r *request, v time.Duration) bool {
 	target, keep, from := lru, 0, -1
 	if !r.noCache {
 		target, keep, from = s.best(r, lru)
+	}
+	if s.cfg.KVTokens > 0 && !s.reserveKV(r, target) {
+		return false // waits, at the head of the queue, for running requests to end
 	}
 	sl := &s.slots[target]
 	// The entry to load leaves the cache first (llama.cpp moves it out), so
@@ -591,6 +602,47 @@ func (s *Server) assign(r *request, v time.Duration) bool {
 	sl.gen = 0
 	r.cacheN = keep
 	r.started = s.clk.t(v)
+	return true
+}
+
+// reserveKV reports whether r, admitted into slot target, fits the shared
+// KV pool (Config.KVTokens): every running request holds its prompt and its
+// whole answer (a reservation: the model does not preempt), every other
+// idle slot the tokens it caches. When the cached tokens are in the way,
+// idle slots are emptied, least recently used first, until r fits, as
+// vLLM evicts free cached blocks; when running requests alone leave no room,
+// nothing is evicted and r waits.
+func (s *Server) reserveKV(r *request, target int) bool {
+	need := len(r.toks) + r.target
+	used, cached := 0, 0
+	for i := range s.slots {
+		sl := &s.slots[i]
+		switch {
+		case i == target:
+		case sl.state != slotIdle:
+			used += len(sl.req.toks) + sl.req.target
+		case sl.indexed:
+			cached += len(sl.toks)
+		}
+	}
+	limit := s.cfg.KVTokens
+	if used+need > limit {
+		return false
+	}
+	for used+cached+need > limit {
+		lru := -1
+		for i := range s.slots {
+			sl := &s.slots[i]
+			if i != target && sl.state == slotIdle && sl.indexed && (lru < 0 || sl.lastUsed < s.slots[lru].lastUsed) {
+				lru = i
+			}
+		}
+		sl := &s.slots[lru] // exists: cached > 0
+		cached -= len(sl.toks)
+		s.idx.remove(sl.blocks)
+		sl.indexed = false
+		sl.toks, sl.blocks = sl.toks[:0], sl.blocks[:0]
+	}
 	return true
 }
 

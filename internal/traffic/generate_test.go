@@ -57,6 +57,9 @@ func render(p Profile, seed int64, cs []Conversation) []byte {
 	for _, c := range cs {
 		fmt.Fprintf(&b, "\n== %s index=%d user=%d system=%d doc=%v turns=%d\n",
 			c.ID, c.Index, c.User, index[c.System], c.Doc, len(c.Turns))
+		if c.Hot || c.SharedDoc > 0 {
+			fmt.Fprintf(&b, "hot=%v shared_doc=%d\n", c.Hot, c.SharedDoc)
+		}
 		for i, t := range c.Turns {
 			fmt.Fprintf(&b, "-- turn %d think_s=%s max_tokens=%d\n%s\n",
 				i+1, strconv.FormatFloat(t.ThinkS, 'g', -1, 64), t.MaxTokens, t.User)
@@ -65,10 +68,32 @@ func render(p Profile, seed int64, cs []Conversation) []byte {
 	return b.Bytes()
 }
 
+// TestGenerateGolden pins the generated text. quick and standard were
+// written before the scenario keys existed (issue #11) and must not change:
+// a profile without those keys draws exactly what it drew before. agents
+// pins a profile that uses them (its first 30 conversations, one per user:
+// each conversation has its own stream, so they are those of a full run).
 func TestGenerateGolden(t *testing.T) {
-	p := mustLoad(t, "quick")
-	got := render(p, 1, mustGenerate(t, p, 1))
-	path := filepath.Join("testdata", "quick-seed1.golden")
+	for _, tt := range []struct {
+		profile       string
+		conversations int // 0: the profile's own
+	}{
+		{"quick", 0},
+		{"standard", 0},
+		{"agents", 30},
+	} {
+		t.Run(tt.profile, func(t *testing.T) {
+			p := mustLoad(t, tt.profile)
+			if tt.conversations > 0 {
+				p.Conversations = tt.conversations
+			}
+			checkGolden(t, filepath.Join("testdata", tt.profile+"-seed1.golden"), render(p, 1, mustGenerate(t, p, 1)))
+		})
+	}
+}
+
+func checkGolden(t *testing.T, path string, got []byte) {
+	t.Helper()
 	if *update {
 		if err := os.MkdirAll("testdata", 0o755); err != nil {
 			t.Fatal(err)
@@ -85,11 +110,11 @@ func TestGenerateGolden(t *testing.T) {
 		gl, wl := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
 		for i := range min(len(gl), len(wl)) {
 			if gl[i] != wl[i] {
-				t.Fatalf("Generate(quick, 1) differs from %s at line %d:\n got: %s\nwant: %s\n(if intended, refresh with -update)",
+				t.Fatalf("generated text differs from %s at line %d:\n got: %s\nwant: %s\n(if intended, refresh with -update)",
 					path, i+1, gl[i], wl[i])
 			}
 		}
-		t.Fatalf("Generate(quick, 1) differs from %s: %d lines, want %d (if intended, refresh with -update)",
+		t.Fatalf("generated text differs from %s: %d lines, want %d (if intended, refresh with -update)",
 			path, len(gl), len(wl))
 	}
 }

@@ -2,6 +2,7 @@ package traffic
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,13 +87,25 @@ const replicaSlotContext = 4096
 
 func TestShippedProfiles(t *testing.T) {
 	names := profiles.Names()
-	if strings.Join(names, ",") != "quick,standard" {
-		t.Fatalf("embedded profiles %v, want quick and standard", names)
+	if want := "agents,bursty,churn,hetero,hot,light,overload,quick,rag,standard"; strings.Join(names, ",") != want {
+		t.Fatalf("embedded profiles %v, want %s", names, want)
 	}
 	for _, name := range names {
 		p := mustLoad(t, name)
 		if p.Name != name {
 			t.Errorf("%s.json: name %q, want %q", name, p.Name, name)
+		}
+		if len(p.Description) < 40 {
+			t.Errorf("%s.json: description %q: say what real workload it stands for and what it stresses", name, p.Description)
+		}
+		// Every first turn fits the context budget, for a few seeds.
+		for seed := int64(1); seed <= 3; seed++ {
+			cs := mustGenerate(t, p, seed)
+			for i := range cs {
+				if !Fits(p, &cs[i], 0, 0) {
+					t.Fatalf("%s seed %d: %s: first turn does not fit max_context_tokens", name, seed, cs[i].ID)
+				}
+			}
 		}
 		// The generator estimates prompt sizes: keep ≥ 10 % of the slot free.
 		if p.MaxContextTokens > replicaSlotContext*9/10 {
@@ -130,11 +143,11 @@ func TestLoadProfile(t *testing.T) {
 		wantName string // "" when an error is expected
 		errHas   string
 	}{
-		{"quick", "quick", ""},                      // embedded, by name
-		{"standard.json", "standard", ""},           // embedded, file name
-		{"profiles/quick.json", "quick", ""},        // embedded, repository path (no such file here)
-		{good, "t", ""},                             // a file
-		{"nosuch", "", "embedded: quick, standard"}, // lists what exists
+		{"quick", "quick", ""},                     // embedded, by name
+		{"standard.json", "standard", ""},          // embedded, file name
+		{"profiles/quick.json", "quick", ""},       // embedded, repository path (no such file here)
+		{good, "t", ""},                            // a file
+		{"nosuch", "", "embedded: agents, bursty"}, // lists what exists
 		{"profiles/x.json", "", `profile "profiles/x.json": no such file`},
 		{bad, "", bad + ": conversations: missing"}, // names the file and the key
 		{dir, "", "profile: read"},                  // a directory is not a profile
@@ -148,6 +161,25 @@ func TestLoadProfile(t *testing.T) {
 			t.Errorf("LoadProfile(%q): name %q, want %q", tt.arg, p.Name, tt.wantName)
 		case tt.wantName == "" && (err == nil || !strings.Contains(err.Error(), tt.errHas)):
 			t.Errorf("LoadProfile(%q): error %v, want one containing %q", tt.arg, err, tt.errHas)
+		}
+	}
+}
+
+// A profile written back as JSON (as run records and tests do) parses
+// again: the optional keys are left out when unset.
+func TestProfileRoundTrip(t *testing.T) {
+	for _, name := range profiles.Names() {
+		p := mustLoad(t, name)
+		b, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, err := ParseProfile(b)
+		if err != nil {
+			t.Fatalf("%s written back: %v\n%s", name, err, b)
+		}
+		if a, b := fmt.Sprintf("%+v", render(p, 1, mustGenerate(t, p, 1))), fmt.Sprintf("%+v", render(q, 1, mustGenerate(t, q, 1))); a != b {
+			t.Errorf("%s written back generates other conversations", name)
 		}
 	}
 }

@@ -43,6 +43,11 @@ type Conversation struct {
 	System string
 	// Doc tells whether the first turn pastes a document.
 	Doc bool
+	// SharedDoc is 1 + the index of the shared document (profile key
+	// documents) the first turn pastes, or 0.
+	SharedDoc int
+	// Hot tells whether System is the profile's hot prompt.
+	Hot bool
 	// Turns are the user's messages, in order.
 	Turns []Turn
 }
@@ -66,6 +71,8 @@ type Generator struct {
 	p       Profile
 	seed    int64
 	systems []systemPrompt
+	hot     string      // the hot prompt (profile key hot), or ""
+	docs    []sharedDoc // the shared documents (profile key documents)
 }
 
 // NewGenerator validates p and draws the shared system prompts.
@@ -73,7 +80,33 @@ func NewGenerator(p Profile, seed int64) (*Generator, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("profile %s: %w", p.Name, err)
 	}
-	return &Generator{p: p, seed: seed, systems: systemPrompts(stream(seed, 0), p.SystemPrompts)}, nil
+	g := &Generator{p: p, seed: seed, systems: systemPrompts(stream(seed, 0), p.SystemPrompts)}
+	if p.SystemPromptTokens > 0 {
+		for i := range g.systems {
+			s := &g.systems[i]
+			s.text = string(appendCatalogue([]byte(s.text), featureStream(seed, kindCatalogue, uint64(i)), p.SystemPromptTokens))
+		}
+	}
+	if p.Hot != nil {
+		hot := systemPrompts(featureStream(seed, kindHot, 0), 1)[0].text
+		g.hot = string(appendCatalogue([]byte(hot), featureStream(seed, kindHot, 1), p.Hot.Tokens))
+	}
+	if p.Documents > 0 {
+		g.docs = g.sharedDocs()
+	}
+	return g, nil
+}
+
+// HotPrompt returns the hot prompt (profile key hot), or "" without one.
+func (g *Generator) HotPrompt() string { return g.hot }
+
+// SharedDocuments returns the shared documents (profile key documents).
+func (g *Generator) SharedDocuments() []string {
+	out := make([]string, len(g.docs))
+	for i := range g.docs {
+		out[i] = g.docs[i].text
+	}
+	return out
 }
 
 // SystemPrompts returns the distinct system prompts shared by the
@@ -126,6 +159,16 @@ func (g *Generator) conversation(i int, w *writer, c *Conversation) {
 	c.User = i % p.Concurrency
 	c.System = sys.text
 	c.Doc = r.Float64() < p.DocShare
+	c.SharedDoc, c.Hot = 0, false
+	if p.Hot != nil || len(g.docs) > 0 {
+		f := featureStream(g.seed, kindConversation, uint64(i))
+		if p.Hot != nil && f.Float64() < p.Hot.Share {
+			c.System, c.Hot = g.hot, true
+		}
+		if c.Doc && len(g.docs) > 0 {
+			c.SharedDoc = 1 + f.IntN(len(g.docs))
+		}
+	}
 	c.Turns = make([]Turn, p.TurnsMin+r.IntN(p.TurnsMax-p.TurnsMin+1))
 	starts := append(w.starts[:0], make([]int, len(c.Turns))...)
 	for t := range c.Turns {
@@ -140,10 +183,14 @@ func (g *Generator) conversation(i int, w *writer, c *Conversation) {
 		starts[t] = len(w.b)
 		w.words = 0
 		switch {
+		case t == 0 && c.SharedDoc > 0:
+			g.sharedDocTurn(w, &g.docs[c.SharedDoc-1], words)
 		case t == 0 && c.Doc:
 			g.docTurn(w, c.System, words)
 		case t == 0:
 			w.message(questions[:], words, p.UserWordsMax)
+		case p.TurnStyle == TurnTool:
+			w.sentence(toolResults[r.IntN(len(toolResults))])
 		default:
 			w.message(followUps[:], words, p.UserWordsMax)
 		}
