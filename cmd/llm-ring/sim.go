@@ -21,6 +21,7 @@ import (
 	"github.com/llm-ring/llm-ring/internal/sim"
 	"github.com/llm-ring/llm-ring/internal/simrun"
 	"github.com/llm-ring/llm-ring/internal/traffic"
+	"github.com/llm-ring/llm-ring/profiles"
 )
 
 // simOptions is one parse of the sim command line.
@@ -39,6 +40,7 @@ type simOptions struct {
 	router    config.Router
 	model     model.Config
 	sweepKey  string
+	source    sim.Source // a trace's requests (nil: the profile's generator)
 	sweepVals []string
 	cpuProf   string
 }
@@ -190,6 +192,7 @@ func (o *simOptions) specs() []sim.Spec {
 				Router:    o.router,
 				ScaleAt:   o.scaleAt,
 				LoadDelay: o.loadDelay,
+				Source:    o.source,
 			})
 		}
 	}
@@ -216,7 +219,10 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	policies := fs.String("policies", "all",
 		"policies to run, space- or comma-separated; all: every registered policy ("+strings.Join(policy.Names(), ", ")+
 			"); study: the study's five; variants for ablations: "+strings.Join(sim.DescribeVariants(), "; "))
-	profile := fs.String("profile", "standard", "traffic profile: a JSON file, or an embedded name (quick, standard)")
+	profile := fs.String("profile", "standard", "traffic profile: a JSON file, or an embedded name ("+strings.Join(profiles.Names(), ", ")+")")
+	tracePath := fs.String("trace", "", "replay a trace (Mooncake JSONL: timestamp, input_length, output_length, hash_ids) open loop instead of a profile's conversations")
+	traceSpeedup := fs.Float64("trace-speedup", 1, "with --trace: divide the trace's timestamps by this")
+	preset := fs.String("replica-preset", model.PresetCPU, "the replicas' model: "+strings.Join(model.PresetNames(), ", ")+"; replica flags given too override its values")
 	seed := fs.Int64("seed", 1, "traffic seed (one run per policy)")
 	seeds := fs.String("seeds", "", "several seeds instead of --seed: a list or ranges, e.g. 1-10 or 1,2,3 or 1-3,7")
 	replicas := fs.Int("replicas", 3, "replicas at the start (llm-0, llm-1, ...)")
@@ -241,7 +247,10 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	def := sim.DefaultRouter()
 	rf := simRouterFlags{}
 	rf.define(fs, &def)
-	mcfg := model.DefaultConfig()
+	mcfg, err := model.Preset(presetArg(args))
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--replica-preset: %w", err)}
+	}
 	simModelFlags(fs, &mcfg)
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
@@ -279,7 +288,9 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var err error
+	if set["replica-preset"] && presetArg(args) != *preset {
+		return nil, usageError{errors.New("--replica-preset: give it once")}
+	}
 	if o.seeds, err = seedList(*seed, *seeds, set); err != nil { // as llm-ring run
 		return nil, usageError{err}
 	}
@@ -297,6 +308,24 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	}
 	if err := o.profile.Validate(); err != nil {
 		return nil, usageError{fmt.Errorf("profile %s (with --conversations/--concurrency): %w", o.profile.Name, err)}
+	}
+	if *tracePath != "" {
+		reqs, err := traffic.LoadTrace(*tracePath)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("--trace: %w", err)}
+		}
+		if o.profile, o.source, err = sim.TraceRun(filepath.Base(*tracePath), reqs, *traceSpeedup); err != nil {
+			return nil, usageError{fmt.Errorf("--trace: %w", err)}
+		}
+	}
+	// What a profile says about its replicas sets the flags left at their
+	// defaults (as llm-ring run does): its replica count, and a CPU per
+	// replica for its speeds and events.
+	if p := &o.profile; p.Replicas > 0 && !set["replicas"] {
+		o.replicas = p.Replicas
+	}
+	if p := &o.profile; (len(p.ReplicaSpeeds) > 0 || len(p.ReplicaEvents) > 0) && !set["shared-cpu"] {
+		o.shared = false
 	}
 	if o.replicas < 1 {
 		return nil, usageError{fmt.Errorf("--replicas: must be at least 1, got %d", o.replicas)}
@@ -410,6 +439,25 @@ func (r *simRouterFlags) apply(set map[string]bool, c *config.Router) {
 	if set["signals-interval"] {
 		c.Signals.Interval = config.Duration(*r.sigPeriod)
 	}
+}
+
+// presetArg returns the value of --replica-preset in args (the model flags'
+// defaults come from the preset, so it is read before they are defined), or
+// the CPU preset.
+func presetArg(args []string) string {
+	for i, a := range args {
+		name, v, hasV := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if name != "replica-preset" || !strings.HasPrefix(a, "-") {
+			continue
+		}
+		if hasV {
+			return v
+		}
+		if i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return model.PresetCPU
 }
 
 // applySet applies one --set NAME.KEY=VALUE to c. NAME "policy" means every

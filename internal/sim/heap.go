@@ -16,6 +16,10 @@ const (
 	evScaleReady
 	// evSample: the replicas' signals are sampled (the simulated scraper).
 	evSample
+	// evReplica: one of the profile's replica events (who: its index).
+	evReplica
+	// evJoin: a replica that was loading joins the ring (who: its slot).
+	evJoin
 )
 
 // event is one entry of the event queue.

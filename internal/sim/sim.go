@@ -17,6 +17,7 @@ import (
 	"github.com/llm-ring/llm-ring/internal/ring"
 	"github.com/llm-ring/llm-ring/internal/state"
 	"github.com/llm-ring/llm-ring/internal/traffic"
+	"github.com/llm-ring/llm-ring/internal/wire"
 )
 
 // Mode is the record.Run mode of simulated runs.
@@ -56,6 +57,7 @@ type user struct {
 	conv      traffic.Conversation
 	convIdx   int // index of conv in the run
 	turn      int // next turn to send (0-based)
+	key       string // the conversation key the router sees
 	hash      uint64
 	toks      []model.Token // the conversation so far (without the generation prompt)
 	chars     int           // the router's character count of the messages so far
@@ -88,7 +90,7 @@ type flight struct {
 }
 
 // codes are the HTTP statuses a simulated request can end with.
-var codes = [...]int{200, 400, 503}
+var codes = [...]int{200, 400, 502, 503}
 
 func codeIndex(code int) int {
 	for i, c := range codes {
@@ -119,6 +121,8 @@ type sim struct {
 	groups  []*model.Group
 	members [][]int32 // members[g][m] is the replica index of member m of group g
 	reps    []replicaRef
+	up      []int32 // slots on the ring, in the order they joined
+	dead    []bool  // dead[group]: its replica failed; its events are ignored
 	snapIdx []int32 // replica index of each position of the table's (name-sorted) snapshot
 	wakeAt  []time.Duration
 	wakeSet []bool
@@ -201,12 +205,13 @@ func newSim(spec *Spec, rows RowWriter) (*sim, error) {
 		}
 		s.addGroup(g)
 	}
-	for range spec.Replicas {
-		if err := s.addReplica(); err != nil {
+	for i := range spec.Replicas {
+		if _, err := s.addReplica(ReplicaName(i), i); err != nil {
 			return nil, err
 		}
+		s.up = append(s.up, int32(i))
 	}
-	s.setReplicas(spec.Replicas)
+	s.setMembers()
 	return s, nil
 }
 
@@ -216,42 +221,56 @@ func (s *sim) addGroup(g *model.Group) {
 	s.wakeAt = append(s.wakeAt, 0)
 	s.wakeSet = append(s.wakeSet, false)
 	s.wakeVer = append(s.wakeVer, 0)
+	s.dead = append(s.dead, false)
 }
 
-// addReplica adds an idle replica to the model: a member of the shared
-// group, or a group of its own.
-func (s *sim) addReplica() error {
+// addReplica adds an idle replica to the model under name: a member of the
+// shared group, or a group of its own, at the profile's speed for it. It
+// returns the replica's slot (its index in s.reps); a replica that fails
+// and returns cold gets a new slot under its old name.
+func (s *sim) addReplica(name string, index int) (int32, error) {
 	i := int32(len(s.reps))
 	if !s.spec.SharedCPU {
 		g, err := model.NewGroup(false)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		s.addGroup(g)
 	}
 	gi := len(s.groups) - 1
-	m, err := s.groups[gi].Add(s.spec.Model)
+	m, err := s.groups[gi].Add(s.spec.Model.WithSpeed(s.prof.ReplicaSpeed(index)))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	s.members[gi] = append(s.members[gi], i)
 	s.flights = append(s.flights, nil)
-	s.reps = append(s.reps, replicaRef{name: ReplicaName(int(i)), group: int32(gi), member: int32(m)})
-	return nil
+	s.reps = append(s.reps, replicaRef{name: name, group: int32(gi), member: int32(m)})
+	return i, nil
 }
 
-// setReplicas puts replicas 0..n-1 on the ring, as a discovery update.
-func (s *sim) setReplicas(n int) {
-	rs := make([]replicaset.Replica, n)
-	for i := range rs {
-		rs[i] = simReplica(i)
+// join puts slot on the ring (a discovery update).
+func (s *sim) join(slot int32) {
+	s.up = append(s.up, slot)
+	s.setMembers()
+}
+
+// leave takes slot off the ring (a discovery update).
+func (s *sim) leave(slot int32) {
+	if k := slices.Index(s.up, slot); k >= 0 {
+		s.up = slices.Delete(s.up, k, k+1)
+	}
+	s.setMembers()
+}
+
+// setMembers gives the table the replicas in s.up, as discovery would.
+func (s *sim) setMembers() {
+	rs := make([]replicaset.Replica, len(s.up))
+	for i, slot := range s.up {
+		rs[i] = simReplica(s.reps[slot].name)
 	}
 	s.table.SetReplicas(rs)
 	// The table orders replicas by name, as replicaset.Normalize does.
-	idx := make([]int32, n)
-	for i := range idx {
-		idx[i] = int32(i)
-	}
+	idx := slices.Clone(s.up)
 	slices.SortFunc(idx, func(a, b int32) int { return strings.Compare(s.reps[a].name, s.reps[b].name) })
 	s.snapIdx = idx
 }
@@ -267,6 +286,9 @@ func (s *sim) loop(ctx context.Context) error {
 	if s.spec.ScaleAt > 0 {
 		s.q.push(s.spec.ScaleAt, evScaleStart, 0, 0)
 	}
+	for k, ev := range s.prof.ReplicaEvents {
+		s.q.push(seconds(ev.AtS), evReplica, int32(k), 0)
+	}
 	if s.sampleEvery > 0 {
 		s.sample()
 	}
@@ -275,8 +297,8 @@ func (s *sim) loop(ctx context.Context) error {
 			return fmt.Errorf("sim: no event pending at %v with %d users still active (a request was lost)", s.now, s.active)
 		}
 		e := s.q.pop()
-		if e.kind == evWake && e.ver != s.wakeVer[e.who] {
-			continue // the group's next event moved since
+		if e.kind == evWake && (e.ver != s.wakeVer[e.who] || s.dead[e.who]) {
+			continue // the group's next event moved since (or its replica failed)
 		}
 		if e.kind == evSample {
 			// Not counted in Events: sampling observes; it changes nothing
@@ -304,14 +326,21 @@ func (s *sim) loop(ctx context.Context) error {
 				return err
 			}
 		case evScaleStart:
-			if err := s.addReplica(); err != nil {
+			slot, err := s.addReplica(ReplicaName(s.spec.Replicas), s.spec.Replicas)
+			if err != nil {
 				return err
 			}
 			s.scaleAt, s.scaled = s.now, true
-			s.q.push(s.now+s.spec.LoadDelay, evScaleReady, 0, 0)
+			s.q.push(s.now+s.spec.LoadDelay, evScaleReady, slot, 0)
 		case evScaleReady:
-			s.setReplicas(len(s.reps))
+			s.join(e.who)
 			s.scaleReady = s.now
+		case evReplica:
+			if err := s.replicaEvent(&s.prof.ReplicaEvents[e.who]); err != nil {
+				return err
+			}
+		case evJoin:
+			s.join(e.who)
 		}
 	}
 	return nil
@@ -325,21 +354,42 @@ func (s *sim) startConversation(u int32, idx int, from time.Duration) {
 		s.active--
 		return
 	}
-	toks := us.toks[:0]
-	*us = user{conv: s.src.Conversation(idx), convIdx: idx}
+	toks, blocks := us.toks[:0], us.blocks // keep their buffers
+	*us = user{conv: s.src.Conversation(idx), convIdx: idx, blocks: blocks}
 	c := &us.conv
-	us.hash = s.hash(c.ID)
-	us.toks = model.AppendMessageTokens(toks, model.Message{Role: "system", Content: c.System})
-	us.chars = ChatChars("system", c.System)
+	us.key = c.ID
+	if !s.prof.Headers() && len(c.Turns) > 0 {
+		// The client names no conversation: the router keys it by its start.
+		var b strings.Builder
+		if c.System != "" {
+			wire.ConversationStart(&b, "system", c.System, s.spec.Router.ConversationKey.PrefixChars)
+		}
+		wire.ConversationStart(&b, "user", c.Turns[0].User, s.spec.Router.ConversationKey.PrefixChars)
+		us.key = wire.PrefixKey(b.String())
+	}
+	us.hash = s.hash(us.key)
+	us.toks = toks
 	if s.blockChars > 0 {
 		us.blocks.Reset(s.blockChars)
-		us.blocks.WriteMessage("system", c.System)
 	}
-	if len(c.Turns) == 0 || !traffic.Fits(s.prof, c, 0, 0) {
+	if c.System != "" { // a trace request has none
+		us.toks = model.AppendMessageTokens(us.toks, model.Message{Role: "system", Content: c.System})
+		us.chars = ChatChars("system", c.System)
+		if s.blockChars > 0 {
+			us.blocks.WriteMessage("system", c.System)
+		}
+	}
+	if len(c.Turns) == 0 || s.prof.MaxContextTokens < 1<<30 && !traffic.Fits(s.prof, c, 0, 0) {
 		s.startConversation(u, idx+s.prof.Concurrency, from)
 		return
 	}
-	s.q.push(from+seconds(c.Turns[0].ThinkS), evSend, u, 0)
+	s.q.push(s.arrive(from+seconds(c.Turns[0].ThinkS)), evSend, u, 0)
+}
+
+// arrive returns when a turn due at t is sent: at t, or when the profile's
+// on/off arrivals next switch on.
+func (s *sim) arrive(t time.Duration) time.Duration {
+	return t + seconds(s.prof.ArrivalWait(t.Seconds()))
 }
 
 // seconds converts model seconds to a duration, rounded to the nanosecond.
@@ -363,7 +413,7 @@ func (s *sim) send(u int32) error {
 	us.sent, us.ttft = s.now, 0
 	s.res.Sent++
 
-	in := state.Input{Key: c.ID, Hash: us.hash, Chars: us.chars, MaxTokens: turn.MaxTokens,
+	in := state.Input{Key: us.key, Hash: us.hash, Chars: us.chars, MaxTokens: turn.MaxTokens,
 		Blocks: us.blocks.Blocks(), FirstUser: c.Turns[0].User}
 	tk, d, err := s.table.Route(in, int64(s.now))
 	if err != nil {
@@ -489,7 +539,7 @@ func (s *sim) complete(u int32, res *model.Result, at time.Duration) error {
 	us.turn++
 	c := &us.conv
 	if us.turn < len(c.Turns) && traffic.Fits(s.prof, c, us.turn, us.prevTotal) {
-		s.q.push(at+seconds(c.Turns[us.turn].ThinkS), evSend, u, 0)
+		s.q.push(s.arrive(at+seconds(c.Turns[us.turn].ThinkS)), evSend, u, 0)
 		return nil
 	}
 	s.startConversation(u, us.convIdx+s.prof.Concurrency, at)
@@ -593,7 +643,7 @@ func (s *sim) metrics() map[string]float64 {
 			rname = s.reps[k.replica].name
 		}
 		m[fmt.Sprintf(`llm_ring_requests_total{code="%d",policy="%s",reason="%s",replica="%s"}`,
-			k.code, s.polName, k.reason, rname)] = float64(n)
+			k.code, s.polName, k.reason, rname)] += float64(n) // a replica that returned has two slots
 	}
 	var evictions, saves, loads int64
 	for _, ref := range s.reps {

@@ -63,8 +63,7 @@ type Source interface {
 // replica of a scale-up is ReplicaName(Replicas).
 func ReplicaName(i int) string { return fmt.Sprintf("llm-%d", i) }
 
-func simReplica(i int) replicaset.Replica {
-	name := ReplicaName(i)
+func simReplica(name string) replicaset.Replica {
 	return replicaset.Replica{Name: name, URL: "sim://" + name}
 }
 
@@ -85,6 +84,13 @@ func (s *Spec) Validate() error {
 	}
 	if err := s.Profile.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("profile %s: %w", s.Profile.Name, err))
+	} else if len(s.Profile.ReplicaEvents) > 0 {
+		if s.SharedCPU {
+			errs = append(errs, fmt.Errorf("profile %s: replica events need a CPU per replica (--shared-cpu=false)", s.Profile.Name))
+		}
+		if err := traffic.ValidateReplicaEvents(s.Replicas, s.Profile.ReplicaEvents); err != nil {
+			errs = append(errs, fmt.Errorf("profile %s with %d replicas: %w", s.Profile.Name, s.Replicas, err))
+		}
 	}
 	if err := s.Model.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("model: %w", err))

@@ -214,14 +214,24 @@ func cutTokens(s string, n int) string {
 // (BlockText) in order, the last cut so that the whole holds exactly
 // InputLength tokens. Requests sharing a prefix of hash ids share that
 // prefix of text.
-func TraceText(req *TraceRequest) string {
+func TraceText(req *TraceRequest) string { return TraceTextCached(req, nil) }
+
+// TraceTextCached is TraceText with the blocks' texts kept in cache (nil:
+// no cache), for a driver that synthesises many requests sharing blocks.
+func TraceTextCached(req *TraceRequest, cache map[int64]string) string {
 	var b []byte
 	left := req.InputLength
 	for _, id := range req.HashIDs {
 		if left <= 0 {
 			break
 		}
-		t := BlockText(id)
+		t, ok := cache[id]
+		if !ok {
+			t = BlockText(id)
+			if cache != nil {
+				cache[id] = t
+			}
+		}
 		if left < TraceBlockTokens {
 			t = cutTokens(t, left)
 		}

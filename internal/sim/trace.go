@@ -1,0 +1,62 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/llm-ring/llm-ring/internal/traffic"
+)
+
+// TraceRun returns the profile and the conversation source that replay a
+// trace (the Mooncake format, traffic.ParseTrace) open loop: request i is a
+// conversation of one turn — no system prompt, its synthesised text
+// (traffic.TraceText: equal block ids give equal text), max_tokens its
+// output length — sent at its timestamp divided by speedup, whatever the
+// others are doing, with no conversation header (the router must find the
+// reuse from the prompt alone). In the simulator's closed loop this is one
+// user per request, whose only think time is its timestamp.
+func TraceRun(name string, reqs []traffic.TraceRequest, speedup float64) (traffic.Profile, Source, error) {
+	if len(reqs) == 0 {
+		return traffic.Profile{}, nil, fmt.Errorf("trace %s: no request", name)
+	}
+	if !(speedup > 0) {
+		return traffic.Profile{}, nil, fmt.Errorf("trace speedup: must be > 0, got %g", speedup)
+	}
+	maxOut, last := 1, 0.0
+	for _, r := range reqs {
+		maxOut = max(maxOut, r.OutputLength)
+		last = max(last, float64(r.TimestampMS)/1000/speedup)
+	}
+	no := false
+	p := traffic.Profile{
+		Name: "trace:" + name, Description: fmt.Sprintf("%d requests replayed open loop from %s, speed-up %g", len(reqs), name, speedup),
+		Conversations: len(reqs), Concurrency: len(reqs), TurnsMin: 1, TurnsMax: 1,
+		UserWordsMin: 1, UserWordsMax: 1, ThinkSMin: 0, ThinkSMax: last,
+		MaxTokens: maxOut, MaxContextTokens: 1 << 30, SystemPrompts: 1, ConversationHeader: &no,
+	}
+	if err := p.Validate(); err != nil {
+		return traffic.Profile{}, nil, fmt.Errorf("trace %s: %w", name, err)
+	}
+	return p, &traceSource{reqs: reqs, speedup: speedup, text: map[int64]string{}}, nil
+}
+
+// traceSource makes trace request i a one-turn conversation. Block texts
+// are cached (a trace reuses its blocks: that is the point of it).
+type traceSource struct {
+	reqs    []traffic.TraceRequest
+	speedup float64
+	text    map[int64]string
+}
+
+// Conversation implements Source.
+func (t *traceSource) Conversation(i int) traffic.Conversation {
+	r := &t.reqs[i]
+	return traffic.Conversation{
+		ID: fmt.Sprintf("trace-%d", r.Line),
+		Turns: []traffic.Turn{{
+			User:      traffic.TraceTextCached(r, t.text),
+			MaxTokens: r.OutputLength,
+			ThinkS:    (time.Duration(r.TimestampMS) * time.Millisecond).Seconds() / t.speedup,
+		}},
+	}
+}
