@@ -36,7 +36,9 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -145,6 +147,15 @@ type Node struct {
 	knownMu sync.Mutex
 	known   []string // peer addresses from the PeerSource
 	rejoin  chan struct{}
+
+	crashed atomic.Bool // tests: memberlist shut down without leaving
+
+	// members are copies of the alive peers, kept from membership events.
+	// (memberlist's Members returns pointers into state it keeps mutating,
+	// which the race detector rightly flags; events run under its lock.)
+	membersMu sync.RWMutex
+	members   map[string]*memberlist.Node
+	addr      string
 }
 
 // New checks the options, reads the key and starts memberlist (it binds the
@@ -206,6 +217,7 @@ func New(opts Options) (*Node, error) {
 		book:    newLoadBook(),
 		intern:  map[string]string{},
 		rejoin:  make(chan struct{}, 1),
+		members: map[string]*memberlist.Node{},
 	}
 
 	mc := memberlist.DefaultLANConfig()
@@ -237,6 +249,7 @@ func New(opts Options) (*Node, error) {
 		return nil, fmt.Errorf("cluster.bind: %w", err)
 	}
 	n.ml = ml
+	n.addr = ml.LocalNode().Address()
 	return n, nil
 }
 
@@ -244,7 +257,7 @@ func New(opts Options) (*Node, error) {
 func (n *Node) Name() string { return n.name }
 
 // Addr is the address peers reach this instance at (host:port).
-func (n *Node) Addr() string { return n.ml.LocalNode().Address() }
+func (n *Node) Addr() string { return n.addr }
 
 // Run joins the peers the PeerSource publishes (again whenever the set
 // changes, and every sync interval while some are not members), pushes
@@ -272,6 +285,9 @@ func (n *Node) Run(ctx context.Context) error {
 	wg.Go(func() { n.joinLoop(ctx) })
 	<-ctx.Done()
 	wg.Wait()
+	if n.crashed.Load() {
+		return srcErr // memberlist panics on Leave after Shutdown
+	}
 	if err := n.ml.Leave(leaveTimeout); err != nil {
 		n.log.Debug("cluster_leave", "err", err)
 	}
@@ -371,10 +387,8 @@ func (n *Node) PeerLoads(dst map[string]Load) {
 // Status reports the membership as this instance sees it.
 func (n *Node) Status() Status {
 	addrs := map[string]string{}
-	for _, m := range n.ml.Members() {
-		if m.Name != n.name {
-			addrs[m.Name] = m.Address()
-		}
+	for _, m := range n.targets() {
+		addrs[m.Name] = m.Address()
 	}
 	s := Status{Name: n.name, Addr: n.Addr(), Isolated: len(addrs) == 0}
 	n.bookMu.RLock()
@@ -387,7 +401,9 @@ func (n *Node) Status() Status {
 }
 
 func (n *Node) alivePeers() int {
-	return max(n.ml.NumMembers()-1, 0)
+	n.membersMu.RLock()
+	defer n.membersMu.RUnlock()
+	return len(n.members)
 }
 
 // maxStaleness is the age of the oldest last-heard load message among alive
@@ -405,10 +421,28 @@ func (n *Node) maxStaleness() time.Duration {
 	return worst
 }
 
-// targets returns the alive peers (not this node).
+// targets returns the alive peers (not this node), sorted by name. The
+// nodes are the node's own copies: never modified after an event stores them.
 func (n *Node) targets() []*memberlist.Node {
-	ms := n.ml.Members()
-	return slices.DeleteFunc(ms, func(m *memberlist.Node) bool { return m.Name == n.name })
+	n.membersMu.RLock()
+	out := make([]*memberlist.Node, 0, len(n.members))
+	for _, m := range n.members {
+		out = append(out, m)
+	}
+	n.membersMu.RUnlock()
+	slices.SortFunc(out, func(a, b *memberlist.Node) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// setMember stores a copy of m (called under memberlist's lock).
+func (n *Node) setMember(m *memberlist.Node, alive bool) {
+	n.membersMu.Lock()
+	defer n.membersMu.Unlock()
+	if !alive {
+		delete(n.members, m.Name)
+		return
+	}
+	n.members[m.Name] = &memberlist.Node{Name: m.Name, Addr: slices.Clone(m.Addr), Port: m.Port}
 }
 
 // pushLoop waits for a change, lets changes accumulate for the flush
@@ -614,7 +648,7 @@ func (n *Node) join(ctx context.Context) {
 		return
 	}
 	have := map[string]bool{n.Addr(): true}
-	for _, m := range n.ml.Members() {
+	for _, m := range n.targets() {
 		have[m.Address()] = true
 	}
 	var missing []string
@@ -740,6 +774,7 @@ func (e events) NotifyJoin(m *memberlist.Node) {
 	if m.Name == e.n.name {
 		return
 	}
+	e.n.setMember(m, true)
 	e.n.bookMu.Lock()
 	e.n.book.join(m.Name)
 	e.n.bookMu.Unlock()
@@ -750,13 +785,19 @@ func (e events) NotifyLeave(m *memberlist.Node) {
 	if m.Name == e.n.name {
 		return
 	}
+	e.n.setMember(m, false)
 	e.n.bookMu.Lock()
 	e.n.book.leave(m.Name, time.Now())
 	e.n.bookMu.Unlock()
 	e.n.log.Info("cluster_peer_left", "peer", m.Name, "addr", m.Address())
 }
 
-func (events) NotifyUpdate(*memberlist.Node) {}
+// NotifyUpdate keeps the peer's address current.
+func (e events) NotifyUpdate(m *memberlist.Node) {
+	if m.Name != e.n.name {
+		e.n.setMember(m, true)
+	}
+}
 
 // ErrNotGossip is returned by New for a configuration whose mode is not
 // gossip.
