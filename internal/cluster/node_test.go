@@ -64,10 +64,13 @@ type testNode struct {
 // quickly on loopback (memberlist.DefaultLocalConfig, shortened further).
 func fastMemberlist(c *memberlist.Config) {
 	l := memberlist.DefaultLocalConfig()
-	c.ProbeInterval = 100 * time.Millisecond
-	c.ProbeTimeout = 50 * time.Millisecond
+	// Short, but not so short that a busy machine (-race, 7 engineers
+	// compiling) makes peers flap: a flap rightly drops a peer's loads and
+	// would fail the load tests for the wrong reason.
+	c.ProbeInterval = 200 * time.Millisecond
+	c.ProbeTimeout = 200 * time.Millisecond
 	c.GossipInterval = 20 * time.Millisecond
-	c.SuspicionMult = 2
+	c.SuspicionMult = 3
 	c.SuspicionMaxTimeoutMult = 2
 	c.PushPullInterval = l.PushPullInterval
 	c.TCPTimeout = time.Second
