@@ -151,8 +151,11 @@ func checkSelectors(t *testing.T, s *system) {
 			t.Errorf("Service %s: no selector", n)
 			continue
 		}
-		if got := selects(labels.SelectorFromSet(svc.Spec.Selector)); !slices.Equal(got, []string{n}) {
-			t.Errorf("Service %s selects the pods of %v, want [%s]", n, got, n)
+		// A Service selects the workload of its name; <name>-peers (the
+		// routers' headless gossip Service) selects <name>'s.
+		want := strings.TrimSuffix(n, "-peers")
+		if got := selects(labels.SelectorFromSet(svc.Spec.Selector)); !slices.Equal(got, []string{want}) {
+			t.Errorf("Service %s selects the pods of %v, want [%s]", n, got, want)
 		}
 	}
 	for _, n := range sortedKeys(s.pdbs) {
@@ -160,8 +163,8 @@ func checkSelectors(t *testing.T, s *system) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := selects(sel); !slices.Equal(got, []string{replicaSet}) {
-			t.Errorf("PodDisruptionBudget %s selects %v, want [%s]", n, got, replicaSet)
+		if got := selects(sel); !slices.Equal(got, []string{n}) {
+			t.Errorf("PodDisruptionBudget %s selects %v, want [%s]", n, got, n)
 		}
 	}
 	sts := s.statefulSets[replicaSet]

@@ -17,6 +17,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -113,6 +114,7 @@ type system struct {
 	accounts     map[string]*corev1.ServiceAccount
 	roles        map[string]*rbacv1.Role
 	bindings     map[string]*rbacv1.RoleBinding
+	netpols      []*networkingv1.NetworkPolicy
 }
 
 // workload is a Deployment or StatefulSet seen through its pod template.
@@ -190,6 +192,8 @@ func load(t *testing.T, dir string) *system {
 			s.roles[name] = o
 		case *rbacv1.RoleBinding:
 			s.bindings[name] = o
+		case *networkingv1.NetworkPolicy:
+			s.netpols = append(s.netpols, o) // checked in gossip_test.go
 		default:
 			t.Fatalf("%s: %s %s: kind not covered by the manifest tests", dir, u.GetKind(), name)
 		}

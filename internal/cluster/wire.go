@@ -1,0 +1,434 @@
+package cluster
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Placement is one placement-memory update: the conversation whose key
+// hashes to Key was served by Replica, which reported CachedTokens of
+// PromptTokens (PromptChars characters) as already cached, at At (unix ns).
+type Placement struct {
+	Key          uint64
+	Replica      string
+	CachedTokens int
+	PromptTokens int
+	PromptChars  int
+	At           int64
+}
+
+// PrefixOp says whether a prefix update adds or removes blocks.
+type PrefixOp uint8
+
+// Prefix operations.
+const (
+	PrefixInsert PrefixOp = 0
+	PrefixEvict  PrefixOp = 1
+)
+
+func (o PrefixOp) String() string {
+	if o == PrefixEvict {
+		return "evict"
+	}
+	return "insert"
+}
+
+// PrefixUpdate inserts or evicts the blocks Hashes (chained block hashes of
+// a prompt, in chain order) of Replica in the approximate prefix index, at At
+// (unix ns).
+type PrefixUpdate struct {
+	Replica string
+	Op      PrefixOp
+	Hashes  []uint64
+	At      int64
+}
+
+// Load is an in-flight load: requests and their tokens.
+type Load struct {
+	Requests int64
+	Tokens   int64
+}
+
+// LoadEntry is one replica's load in a load message.
+type LoadEntry struct {
+	Replica string
+	Load    Load
+}
+
+// loadMsg is a load push (Full false: the current loads of the replicas whose
+// load changed) or a snapshot (Full true: every replica the sender has load
+// on; the ones it does not list are at zero). Values are absolute, never
+// deltas, so a duplicate or late message cannot add a load twice. Gen is the
+// sender's incarnation (its start time), Seq orders its messages.
+type loadMsg struct {
+	Origin  string
+	Gen     uint64
+	Seq     uint64
+	Full    bool
+	Entries []LoadEntry
+}
+
+// Kind is a message's type, the second byte of every message.
+type Kind uint8
+
+// Message kinds.
+const (
+	KindPlacement    Kind = 1
+	KindPrefix       Kind = 2
+	KindLoadDelta    Kind = 3
+	KindLoadSnapshot Kind = 4
+)
+
+var kindNames = [...]string{"invalid", "placement", "prefix", "load_delta", "load_snapshot"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "invalid"
+}
+
+// Wire format, version 1. Integers are uvarints (encoding/binary) unless
+// noted; hashes are 8 bytes little-endian (they are uniformly random, a
+// varint would only grow them); a name is a uvarint length and its bytes.
+//
+//	message   = version(1 byte) kind(1 byte) body
+//	placement = base_at  { key(8) name cached prompt chars at_delta(varint) }+
+//	prefix    = base_at  { name op(1 byte) at_delta(varint) n hash(8)×n }+
+//	load      = origin gen seq { name requests tokens }*
+//
+// Timestamps are unix nanoseconds: base_at once per message, each item's
+// at as a signed difference from it. Items run to the end of the message.
+const wireVersion = 1
+
+// Size bounds. maxPacket keeps a push (our payload plus memberlist's
+// framing, label and AES-GCM overhead, under 100 bytes) inside memberlist's
+// 1400-byte UDP receive buffer. maxMessage bounds a snapshot sent over TCP.
+const (
+	maxPacket        = 1200
+	maxMessage       = 1 << 20
+	maxName          = 253
+	maxPrefixHashes  = 100 // per item of a push; PublishPrefix splits longer chains
+	headerLen        = 2
+	maxPlacementItem = 8 + binary.MaxVarintLen64 + maxName + 4*binary.MaxVarintLen64
+)
+
+// Decoding errors. Every decode error wraps errMalformed.
+var (
+	errMalformed = errors.New("malformed cluster message")
+)
+
+func malformed(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errMalformed, fmt.Sprintf(format, args...))
+}
+
+// message is a decoded message: Kind selects the field that is set.
+type message struct {
+	Kind       Kind
+	Placements []Placement
+	Prefixes   []PrefixUpdate
+	Load       loadMsg
+}
+
+func appendHeader(dst []byte, k Kind) []byte { return append(dst, wireVersion, byte(k)) }
+
+func appendName(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+func uv(n int) uint64 {
+	if n < 0 {
+		return 0
+	}
+	return uint64(n)
+}
+
+func uv64(n int64) uint64 {
+	if n < 0 {
+		return 0
+	}
+	return uint64(n)
+}
+
+// appendPlacement appends one placement item (without header).
+func appendPlacement(dst []byte, base int64, p Placement) []byte {
+	dst = binary.LittleEndian.AppendUint64(dst, p.Key)
+	dst = appendName(dst, p.Replica)
+	dst = binary.AppendUvarint(dst, uv(p.CachedTokens))
+	dst = binary.AppendUvarint(dst, uv(p.PromptTokens))
+	dst = binary.AppendUvarint(dst, uv(p.PromptChars))
+	return binary.AppendVarint(dst, p.At-base)
+}
+
+// appendPrefix appends one prefix item (without header).
+func appendPrefix(dst []byte, base int64, u PrefixUpdate) []byte {
+	dst = appendName(dst, u.Replica)
+	dst = append(dst, byte(u.Op))
+	dst = binary.AppendVarint(dst, u.At-base)
+	dst = binary.AppendUvarint(dst, uint64(len(u.Hashes)))
+	for _, h := range u.Hashes {
+		dst = binary.LittleEndian.AppendUint64(dst, h)
+	}
+	return dst
+}
+
+// appendLoadHeader starts a load message.
+func appendLoadHeader(dst []byte, full bool, origin string, gen, seq uint64) []byte {
+	k := KindLoadDelta
+	if full {
+		k = KindLoadSnapshot
+	}
+	dst = appendHeader(dst, k)
+	dst = appendName(dst, origin)
+	dst = binary.AppendUvarint(dst, gen)
+	return binary.AppendUvarint(dst, seq)
+}
+
+func appendLoadEntry(dst []byte, e LoadEntry) []byte {
+	dst = appendName(dst, e.Replica)
+	dst = binary.AppendUvarint(dst, uv64(e.Load.Requests))
+	return binary.AppendUvarint(dst, uv64(e.Load.Tokens))
+}
+
+// encodePlacements returns one message holding ps (tests and benchmarks;
+// the node packs pushes itself so that each fits maxPacket).
+func encodePlacements(ps []Placement) []byte {
+	var base int64
+	if len(ps) > 0 {
+		base = ps[0].At
+	}
+	b := binary.AppendUvarint(appendHeader(nil, KindPlacement), uv64(base))
+	for _, p := range ps {
+		b = appendPlacement(b, base, p)
+	}
+	return b
+}
+
+// encodePrefixes returns one message holding us.
+func encodePrefixes(us []PrefixUpdate) []byte {
+	var base int64
+	if len(us) > 0 {
+		base = us[0].At
+	}
+	b := binary.AppendUvarint(appendHeader(nil, KindPrefix), uv64(base))
+	for _, u := range us {
+		b = appendPrefix(b, base, u)
+	}
+	return b
+}
+
+// encodeLoad returns one load message.
+func encodeLoad(m loadMsg) []byte {
+	b := appendLoadHeader(nil, m.Full, m.Origin, m.Gen, m.Seq)
+	for _, e := range m.Entries {
+		b = appendLoadEntry(b, e)
+	}
+	return b
+}
+
+// reader decodes from b; the first error sticks and later reads return
+// zero values, so a decoder checks r.err once per item.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) fail(format string, args ...any) {
+	if r.err == nil {
+		r.err = malformed(format, args...)
+	}
+	r.b = nil
+}
+
+func (r *reader) uvarint(what string) uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail("bad %s", what)
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) varint(what string) int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail("bad %s", what)
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+// count reads a non-negative count that must fit an int64.
+func (r *reader) count(what string) int64 {
+	v := r.uvarint(what)
+	if v > math.MaxInt64 {
+		r.fail("%s out of range", what)
+		return 0
+	}
+	return int64(v)
+}
+
+func (r *reader) u64(what string) uint64 {
+	if r.err != nil {
+		return 0
+	}
+	if len(r.b) < 8 {
+		r.fail("short %s", what)
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(r.b)
+	r.b = r.b[8:]
+	return v
+}
+
+func (r *reader) byte1(what string) byte {
+	if r.err != nil {
+		return 0
+	}
+	if len(r.b) < 1 {
+		r.fail("short %s", what)
+		return 0
+	}
+	v := r.b[0]
+	r.b = r.b[1:]
+	return v
+}
+
+// name reads a replica or node name through intern (which may return a
+// shared string for known names, so a steady stream allocates none).
+func (r *reader) name(what string, intern func([]byte) string) string {
+	n := r.uvarint(what + " length")
+	if r.err != nil {
+		return ""
+	}
+	if n == 0 || n > maxName {
+		r.fail("%s length %d not in 1..%d", what, n, maxName)
+		return ""
+	}
+	if uint64(len(r.b)) < n {
+		r.fail("short %s", what)
+		return ""
+	}
+	s := intern(r.b[:n])
+	r.b = r.b[n:]
+	return s
+}
+
+func plainString(b []byte) string { return string(b) }
+
+// decode parses one message. It never panics and never allocates more than
+// a small multiple of len(b); a message is accepted whole or rejected whole.
+// intern may be nil.
+func decode(b []byte, intern func([]byte) string) (message, error) {
+	if intern == nil {
+		intern = plainString
+	}
+	if len(b) > maxMessage {
+		return message{}, malformed("%d bytes exceeds %d", len(b), maxMessage)
+	}
+	if len(b) < headerLen {
+		return message{}, malformed("%d bytes is shorter than the header", len(b))
+	}
+	if b[0] != wireVersion {
+		return message{}, malformed("version %d (want %d)", b[0], wireVersion)
+	}
+	m := message{Kind: Kind(b[1])}
+	r := reader{b: b[headerLen:]}
+	switch m.Kind {
+	case KindPlacement:
+		base := r.count("base time")
+		for r.err == nil && len(r.b) > 0 {
+			p := Placement{Key: r.u64("key")}
+			p.Replica = r.name("replica", intern)
+			p.CachedTokens = r.int("cached tokens")
+			p.PromptTokens = r.int("prompt tokens")
+			p.PromptChars = r.int("prompt chars")
+			p.At = r.at(base)
+			if r.err == nil {
+				m.Placements = append(m.Placements, p)
+			}
+		}
+		if r.err == nil && len(m.Placements) == 0 {
+			r.fail("placement message without items")
+		}
+	case KindPrefix:
+		base := r.count("base time")
+		for r.err == nil && len(r.b) > 0 {
+			u := PrefixUpdate{Replica: r.name("replica", intern)}
+			op := r.byte1("op")
+			if r.err == nil && op > byte(PrefixEvict) {
+				r.fail("unknown prefix op %d", op)
+			}
+			u.Op = PrefixOp(op)
+			u.At = r.at(base)
+			n := r.uvarint("hash count")
+			if r.err == nil && (n == 0 || n > uint64(len(r.b))/8) {
+				r.fail("hash count %d with %d bytes left", n, len(r.b))
+			}
+			if r.err != nil {
+				break
+			}
+			u.Hashes = make([]uint64, n)
+			for i := range u.Hashes {
+				u.Hashes[i] = r.u64("hash")
+			}
+			m.Prefixes = append(m.Prefixes, u)
+		}
+		if r.err == nil && len(m.Prefixes) == 0 {
+			r.fail("prefix message without items")
+		}
+	case KindLoadDelta, KindLoadSnapshot:
+		m.Load.Full = m.Kind == KindLoadSnapshot
+		m.Load.Origin = r.name("origin", intern)
+		m.Load.Gen = r.uvarint("generation")
+		m.Load.Seq = r.uvarint("sequence")
+		for r.err == nil && len(r.b) > 0 {
+			e := LoadEntry{Replica: r.name("replica", intern)}
+			e.Load.Requests = r.count("requests")
+			e.Load.Tokens = r.count("tokens")
+			if r.err == nil {
+				m.Load.Entries = append(m.Load.Entries, e)
+			}
+		}
+	default:
+		return message{}, malformed("unknown kind %d", b[1])
+	}
+	if r.err != nil {
+		return message{}, fmt.Errorf("%s message: %w", m.Kind, r.err)
+	}
+	return m, nil
+}
+
+// int reads a count that must fit an int.
+func (r *reader) int(what string) int {
+	v := r.uvarint(what)
+	if v > math.MaxInt32 {
+		r.fail("%s %d out of range", what, v)
+		return 0
+	}
+	return int(v)
+}
+
+// at reads a time difference from base; the sum must not overflow.
+func (r *reader) at(base int64) int64 {
+	d := r.varint("time")
+	if r.err != nil {
+		return 0
+	}
+	if (d > 0 && base > math.MaxInt64-d) || (d < 0 && base+d < 0) {
+		r.fail("time out of range")
+		return 0
+	}
+	return base + d
+}
