@@ -19,8 +19,8 @@ import (
 
 	shipped "github.com/llm-ring/llm-ring/config"
 
-	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/policy"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/state"
 )
 
@@ -96,9 +96,9 @@ type Upstream struct {
 
 // Discovery says where the replica set comes from.
 type Discovery struct {
-	Mode       string              `json:"mode"`
+	Mode       string               `json:"mode"`
 	Static     []replicaset.Replica `json:"static,omitempty" cfg:"mode=static"`
-	Kubernetes *Kubernetes         `json:"kubernetes,omitempty" cfg:"mode=kubernetes"`
+	Kubernetes *Kubernetes          `json:"kubernetes,omitempty" cfg:"mode=kubernetes"`
 }
 
 // Kubernetes configures EndpointSlice discovery.

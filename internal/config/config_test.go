@@ -29,7 +29,9 @@ func TestErrorsNameTheKey(t *testing.T) {
 		// A missing top-level key.
 		{"missing virtual_nodes", func(s string) string { return strings.Replace(s, "virtual_nodes: 160", "", 1) }, "virtual_nodes: missing"},
 		// A missing nested key.
-		{"missing ttl", func(s string) string { return strings.Replace(s, "  ttl: 30m                   # forget", "  # forget", 1) }, "placement_memory.ttl: missing"},
+		{"missing ttl", func(s string) string {
+			return strings.Replace(s, "  ttl: 30m                   # forget", "  # forget", 1)
+		}, "placement_memory.ttl: missing"},
 		// A key of the first round's layout, moved under policies.
 		{"old epsilon key", func(s string) string { return s + "epsilon: 0.3\n" }, "epsilon: unknown key (moved to policies.bounded.epsilon and policies.llm-aware.epsilon)"},
 		// An unknown policy setting names the policy and lists its keys.

@@ -248,4 +248,3 @@ func optBool(top map[string]json.RawMessage, name string) (bool, error) {
 }
 
 func isNull(raw json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(raw), []byte("null")) }
-

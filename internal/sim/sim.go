@@ -55,8 +55,8 @@ func errorText(status int, msg string) string { return fmt.Sprintf("HTTP %d: %s"
 // user is one closed-loop simulated user and its current conversation.
 type user struct {
 	conv      traffic.Conversation
-	convIdx   int // index of conv in the run
-	turn      int // next turn to send (0-based)
+	convIdx   int    // index of conv in the run
+	turn      int    // next turn to send (0-based)
 	key       string // the conversation key the router sees
 	hash      uint64
 	toks      []model.Token // the conversation so far (without the generation prompt)

@@ -60,27 +60,27 @@ type Table struct {
 	mu      sync.Mutex
 	pol     policy.Policy
 	snap    *snapshot
-	rows    []policy.Row  // indexed like snap.names
-	total   policy.Load   // Σ rows' loads
-	touched []int32       // rows whose Match a lookup set (cleared after the pick)
-	idx     []Indexer     // placement memory, then cfg.Indexers
-	visited []uint64      // scratch for ring walks
+	rows    []policy.Row // indexed like snap.names
+	total   policy.Load  // Σ rows' loads
+	touched []int32      // rows whose Match a lookup set (cleared after the pick)
+	idx     []Indexer    // placement memory, then cfg.Indexers
+	visited []uint64     // scratch for ring walks
 	// req and view are reused by every Route (under mu): passed to the
 	// policy through an interface, they would otherwise escape to the heap.
 	req   policy.Request
 	view  policy.View
 	query Query
 	tk    Ticket
-	seq  uint64
-	mem  *memory
+	seq   uint64
+	mem   *memory
 	// Interned replica ids: a name keeps its id for the table's lifetime.
 	idOf   map[string]uint32
 	nameOf []string
-	gen    []uint32 // gen[id] increments each time id joins the set
+	gen    []uint32          // gen[id] increments each time id joins the set
 	rep    []policy.Reported // rep[id]: the replica's last report (kept across membership changes)
 	speed  []policy.Speed    // speed[id]: learned rates (kept across membership changes)
 	routed []uint64          // routed[id]: tokens ever charged to it (placement memory's Sent)
-	index  []int32  // index[id] is its position in snap (-1 when absent)
+	index  []int32           // index[id] is its position in snap (-1 when absent)
 	// down[id] marks a replica its health checks call unhealthy: it takes no
 	// new requests (the policy picks among the others) until healthy again.
 	// downBits is the same by snapshot index; excl is scratch for Route.
