@@ -513,7 +513,7 @@ func WriteArenaMarkdown(w io.Writer, a *Arena, opts ArenaOptions) error {
 		len(a.Policies), len(a.Scenarios), strings.Join(a.Scenarios, ", "), seedRanges(a.Seeds), a.Runs, opts.Setup)
 	b.WriteString("Each cell is the mean over the seeds ± the half-width of its 95 % confidence interval (Student t), " +
 		"per scenario as in the scenario's own `summary.md` (each scenario's folder holds its runs and full analysis); " +
-		"n/a: undefined. **Bold**: the best mean of the column (ties all bold; none when the column is all equal). " +
+		"n/a: undefined. **Bold**: the best mean of the column, judged before rounding (ties all bold; none when the column is all equal). " +
 		"The heat maps colour each column from its worst value to its best, so that scenarios of different scales " +
 		"compare. Fewest redirects is bold because each throws a cached history away; a policy may redirect on " +
 		"purpose to shorten queues, which the latency tables show.\n\n")

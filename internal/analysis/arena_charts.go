@@ -222,6 +222,9 @@ func WriteParetoChart(w io.Writer, a *Arena, si int) error {
 	dx := math.Max((xhi-xlo)/2, 2.5)
 	dy := math.Max((yhi-ylo)/2, 0.05*yhi)
 	zoom := &[4]float64{xlo - dx, xhi + 2*dx, math.Max(0, ylo-dy), yhi + dy} // more room right, for names
+	if hm.Scale == 100 && zoom[1] > 100 {                                    // a hit rate ends at 100 %: names go left of the points there
+		zoom[1] = max(100, xhi) + 0.3*dx
+	}
 	fx := slices.Max(xs) - slices.Min(xs)
 	fy := slices.Max(ys) - slices.Min(ys)
 	if !(zoom[1]-zoom[0] < 0.5*fx || zoom[3]-zoom[2] < 0.5*fy) {
@@ -268,7 +271,7 @@ func paretoPlot(a *Arena, si int, title string, window *[4]float64) (*plot.Plot,
 	p.X.Label.Text = "follow-up hit rate (%)"
 	p.Y.Label.Text = "p95 latency (s)"
 	p.X.Label.TextStyle.Font.Size, p.Y.Label.TextStyle.Font.Size = vg.Points(11), vg.Points(11)
-	p.X.Tick.Marker, p.Y.Tick.Marker = niceTicks{}, niceTicks{}
+	p.X.Tick.Marker, p.Y.Tick.Marker = roundTicks{}, roundTicks{}
 	p.Add(plotter.NewGrid())
 	inside := func(x, y float64) bool {
 		return window == nil || x >= window[0] && x <= window[1] && y >= window[2] && y <= window[3]
@@ -349,6 +352,9 @@ func paretoPlot(a *Arena, si int, title string, window *[4]float64) (*plot.Plot,
 	// Margins: room for the names on the right, a little above and below.
 	xr, yr := math.Max(xhi-xlo, 1), math.Max(yhi-ylo, 0.1*math.Max(yhi, 1))
 	p.X.Min, p.X.Max = xlo-0.05*xr, xhi+0.25*xr
+	if p.X.Max > 100 { // no room is needed beyond 100 %: the names go left of the points there
+		p.X.Max = max(100, xhi) + 0.04*xr
+	}
 	p.Y.Min, p.Y.Max = math.Max(0, ylo-0.08*yr), yhi+0.08*yr
 	return p, nil
 }
@@ -440,4 +446,33 @@ func (l *placedLabels) Plot(c draw.Canvas, p *plot.Plot) {
 		}
 		c.FillText(style, vg.Point{X: box.Min.X, Y: mid}, name)
 	}
+}
+
+// roundTicks are niceTicks with labels written to the decimals their step
+// needs (0.2 apart: "10.4", never "10.400000000000001").
+type roundTicks struct{}
+
+func (roundTicks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := niceTicks{}.Ticks(lo, hi)
+	step := math.Inf(1)
+	prev := math.NaN()
+	for _, t := range ticks {
+		if t.Label == "" {
+			continue
+		}
+		if !math.IsNaN(prev) {
+			step = math.Min(step, t.Value-prev)
+		}
+		prev = t.Value
+	}
+	prec := 0
+	if step > 0 && !math.IsInf(step, 0) {
+		prec = max(0, int(math.Ceil(-math.Log10(step)-1e-9)))
+	}
+	for i := range ticks {
+		if ticks[i].Label != "" {
+			ticks[i].Label = strconv.FormatFloat(ticks[i].Value, 'f', prec, 64)
+		}
+	}
+	return ticks
 }

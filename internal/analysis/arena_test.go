@@ -210,3 +210,25 @@ func TestNewArenaErrors(t *testing.T) {
 		t.Errorf("a scenario twice: %v", err)
 	}
 }
+
+// TestRoundTicks: tick labels carry the decimals of their step and no
+// floating-point residue.
+func TestRoundTicks(t *testing.T) {
+	for _, tc := range []struct {
+		lo, hi float64
+		want   []string
+	}{
+		{9.9, 10.9, []string{"10.0", "10.2", "10.4", "10.6", "10.8"}}, // a step of 0.2
+		{0, 300, []string{"0", "50", "100", "150", "200", "250", "300"}},
+	} {
+		var got []string
+		for _, tk := range (roundTicks{}).Ticks(tc.lo, tc.hi) {
+			if tk.Label != "" {
+				got = append(got, tk.Label)
+			}
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("Ticks(%v, %v) labels %q, want %q", tc.lo, tc.hi, got, tc.want)
+		}
+	}
+}
