@@ -26,35 +26,40 @@ import (
 
 // simOptions is one parse of the sim command line.
 type simOptions struct {
-	policies  []string
-	profile   traffic.Profile
-	seeds     []int64
-	replicas  int
-	shared    bool
-	scaleAt   time.Duration
-	loadDelay time.Duration
-	outDir    string
-	force     bool
-	workers   int
-	analyze   bool
-	router    config.Router
-	model     model.Config
-	sweepKey  string
-	source    sim.Source // a trace's requests (nil: the profile's generator)
-	sweepVals []string
-	cpuProf   string
+	policies []string
+	profile  traffic.Profile
+	// arena: one scenario (profile) per entry, each run into a folder of
+	// its own (--profiles); nil without --profiles.
+	arena       []traffic.Profile
+	focus       string // the arena's paired-table policy ("": none)
+	seeds       []int64
+	replicas    int
+	shared      bool
+	scaleAt     time.Duration
+	loadDelay   time.Duration
+	outDir      string
+	force       bool
+	workers     int
+	analyze     bool
+	router      config.Router
+	model       model.Config
+	sweepKey    string
+	source      sim.Source // a trace's requests (nil: the profile's generator)
+	replicasSet bool       // --replicas was given (else a profile's replica count wins)
+	sweepVals   []string
+	cpuProf     string
 }
 
 // simNoSweep lists the flags that cannot be swept: they choose what runs
 // and where it goes, not a setting of the system.
-var simNoSweep = []string{"policies", "profile", "seeds", "seed", "out-dir", "force", "workers", "analyze", "sweep", "config", "cpuprofile"}
+var simNoSweep = []string{"policies", "profile", "profiles", "arena-focus", "seeds", "seed", "out-dir", "force", "workers", "analyze", "sweep", "config", "cpuprofile"}
 
 // cmdSim runs the study in virtual time: the same policies, load
 // accounting, placement memory and replica model as the live path, driven
 // by a discrete-event loop, every run writing the same records as
 // `llm-ring run`.
 func cmdSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	args = gatherList(args, "policies")
+	args = gatherList(gatherList(args, "policies"), "profiles")
 	o, err := parseSimFlags(args, stderr)
 	if err != nil {
 		return err
@@ -74,6 +79,9 @@ func cmdSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		value string
 		dir   string
 		o     *simOptions
+	}
+	if o.arena != nil {
+		return simArena(ctx, o, stdout, stderr)
 	}
 	points := []point{{dir: o.outDir, o: o}}
 	if o.sweepKey != "" {
@@ -176,8 +184,15 @@ func simSweepNote(o *simOptions) string {
 // specs lists the runs of one parse: every seed × every policy, in that
 // order, with run ids as `llm-ring run` names live runs (s1-bounded-live),
 // ending in -sim.
-func (o *simOptions) specs() []sim.Spec {
+func (o *simOptions) specs() []sim.Spec { return o.specsFor(o.profile) }
+
+// specsFor is specs with another traffic profile (an arena's scenario).
+func (o *simOptions) specsFor(prof traffic.Profile) []sim.Spec {
 	var out []sim.Spec
+	replicas := o.replicas
+	if prof.Replicas > 0 && !o.replicasSet { // a scenario written for its replica count (hetero, churn)
+		replicas = prof.Replicas
+	}
 	for _, seed := range o.seeds {
 		for _, pol := range o.policies {
 			out = append(out, sim.Spec{
@@ -185,8 +200,8 @@ func (o *simOptions) specs() []sim.Spec {
 				Policy:    pol,
 				Seed:      seed,
 				Order:     len(out),
-				Profile:   o.profile,
-				Replicas:  o.replicas,
+				Profile:   prof,
+				Replicas:  replicas,
 				Model:     o.model,
 				SharedCPU: o.shared,
 				Router:    o.router,
@@ -212,8 +227,8 @@ func simUnwrapUsage(err error) error {
 func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	fs := newFlagSet("sim", stderr)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "usage: llm-ring sim [--policies all | NAME...] [--profile standard] [--seed 1 | --seeds 1-10] "+
-			"[--replicas 3] [--scale-at S] [--sweep KEY=V1,V2,...] [--out-dir DIR] [router and replica flags]\n\n")
+		fmt.Fprint(fs.Output(), "usage: llm-ring sim [--policies all | NAME...] [--profile standard | --profiles all | NAME...] "+
+			"[--seed 1 | --seeds 1-10] [--replicas 3] [--scale-at S] [--sweep KEY=V1,V2,...] [--out-dir DIR] [router and replica flags]\n\n")
 		fs.PrintDefaults()
 	}
 	policies := fs.String("policies", "all",
@@ -223,6 +238,11 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	tracePath := fs.String("trace", "", "replay a trace (Mooncake JSONL: timestamp, input_length, output_length, hash_ids) open loop instead of a profile's conversations")
 	traceSpeedup := fs.Float64("trace-speedup", 1, "with --trace: divide the trace's timestamps by this")
 	preset := fs.String("replica-preset", model.PresetCPU, "the replicas' model: "+strings.Join(model.PresetNames(), ", ")+"; replica flags given too override its values")
+	profileList := fs.String("profiles", "", "the arena: several profiles (scenarios), space- or comma-separated names or JSON files; "+
+		"all: every embedded profile. Each scenario's runs and analysis go to OUT-DIR/<name>/, then OUT-DIR/arena.md, "+
+		"a heat map per metric and a Pareto chart per scenario; replicas get a CPU each unless --shared-cpu is given")
+	focus := fs.String("arena-focus", "", "the policy of the arena's paired table, compared seed by seed with the best other "+
+		"policy of each scenario (default: the router's default policy, if it runs)")
 	seed := fs.Int64("seed", 1, "traffic seed (one run per policy)")
 	seeds := fs.String("seeds", "", "several seeds instead of --seed: a list or ranges, e.g. 1-10 or 1,2,3 or 1-3,7")
 	replicas := fs.Int("replicas", 3, "replicas at the start (llm-0, llm-1, ...)")
@@ -294,20 +314,52 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	if o.seeds, err = seedList(*seed, *seeds, set); err != nil { // as llm-ring run
 		return nil, usageError{err}
 	}
-	if o.profile, err = traffic.LoadProfile(*profile); err != nil {
-		return nil, usageError{err}
-	}
 	if *conversations < 0 || *concurrency < 0 {
 		return nil, usageError{errors.New("--conversations and --concurrency must not be negative")}
 	}
-	if *conversations > 0 {
-		o.profile.Conversations = *conversations
+	override := func(p *traffic.Profile) error {
+		if *conversations > 0 {
+			p.Conversations = *conversations
+		}
+		if *concurrency > 0 {
+			p.Concurrency = *concurrency
+		}
+		if err := p.Validate(); err != nil {
+			return usageError{fmt.Errorf("profile %s (with --conversations/--concurrency): %w", p.Name, err)}
+		}
+		return nil
 	}
-	if *concurrency > 0 {
-		o.profile.Concurrency = *concurrency
+	if set["profiles"] {
+		if set["profile"] {
+			return nil, usageError{errors.New("--profile and --profiles: give one (--profiles runs the arena)")}
+		}
+		if o.arena, err = parseProfileList(*profileList); err != nil {
+			return nil, usageError{err}
+		}
+		for i := range o.arena {
+			if err := override(&o.arena[i]); err != nil {
+				return nil, err
+			}
+		}
+		o.profile = o.arena[0]
+		if !set["shared-cpu"] {
+			o.shared = false // the arena: every replica has compute of its own, as in any real fleet
+		}
+	} else {
+		if set["arena-focus"] {
+			return nil, usageError{errors.New("--arena-focus: only with --profiles (the arena)")}
+		}
+		if o.profile, err = traffic.LoadProfile(*profile); err != nil {
+			return nil, usageError{err}
+		}
+		if err := override(&o.profile); err != nil {
+			return nil, err
+		}
 	}
-	if err := o.profile.Validate(); err != nil {
-		return nil, usageError{fmt.Errorf("profile %s (with --conversations/--concurrency): %w", o.profile.Name, err)}
+	if o.arena != nil {
+		if o.focus, err = arenaFocus(*focus, set["arena-focus"], o.policies); err != nil {
+			return nil, usageError{err}
+		}
 	}
 	if *tracePath != "" {
 		reqs, err := traffic.LoadTrace(*tracePath)
@@ -321,7 +373,8 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	// What a profile says about its replicas sets the flags left at their
 	// defaults (as llm-ring run does): its replica count, and a CPU per
 	// replica for its speeds and events.
-	if p := &o.profile; p.Replicas > 0 && !set["replicas"] {
+	o.replicasSet = set["replicas"]
+	if p := &o.profile; p.Replicas > 0 && !o.replicasSet && o.arena == nil {
 		o.replicas = p.Replicas
 	}
 	if p := &o.profile; (len(p.ReplicaSpeeds) > 0 || len(p.ReplicaEvents) > 0) && !set["shared-cpu"] {
@@ -359,6 +412,9 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 		return nil, usageError{err}
 	}
 
+	if *sweep != "" && o.arena != nil {
+		return nil, usageError{errors.New("--sweep and --profiles: give one (a sweep runs one profile)")}
+	}
 	if *sweep != "" {
 		key, vals, ok := strings.Cut(*sweep, "=")
 		key = strings.TrimLeft(strings.TrimSpace(key), "-")
