@@ -2,16 +2,111 @@ package router
 
 import (
 	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"os"
+	"strings"
+	"time"
 
 	"github.com/llm-ring/llm-ring/internal/config"
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/wire"
 )
+
+// initAdmin builds the admin API's handler and, when admin.listen is set,
+// reads its bearer token from admin.token_file.
+func (r *Router) initAdmin() error {
+	if r.cfg.Admin.Listen != "" {
+		b, err := os.ReadFile(r.cfg.Admin.TokenFile)
+		if err != nil {
+			return fmt.Errorf("admin.token_file: %w", err)
+		}
+		tok := strings.TrimSpace(string(b))
+		if tok == "" {
+			return fmt.Errorf("admin.token_file: %s is empty; the admin API needs a bearer token", r.cfg.Admin.TokenFile)
+		}
+		r.adminToken, r.hasToken = sha256.Sum256([]byte(tok)), true
+	}
+	r.admin = http.NewServeMux()
+	r.admin.HandleFunc("GET /admin/policy", r.serveGetPolicy)
+	r.admin.HandleFunc("PUT /admin/policy", r.servePutPolicy)
+	r.admin.HandleFunc("POST /admin/reset", r.serveReset)
+	r.admin.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
+		r.writeError(w, &httpError{http.StatusNotFound, wire.ErrTypeNotFound,
+			fmt.Sprintf("no admin route for %s %s; the admin API serves GET and PUT /admin/policy, POST /admin/reset", req.Method, clip(req.URL.Path, 128))})
+	})
+	return nil
+}
+
+// AdminHandler is the admin API (GET/PUT /admin/policy, POST /admin/reset)
+// behind its bearer token: a request without "Authorization: Bearer
+// <admin.token_file's token>" gets 401. Serve it on its own listener
+// (ServeAdmin); the client listener never serves it.
+func (r *Router) AdminHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if !r.authorized(req) {
+			r.log.Warn("admin_unauthorized", slog.String("caller", req.RemoteAddr),
+				slog.String("method", clip(req.Method, 16)), slog.String("path", clip(req.URL.Path, 128)))
+			w.Header().Set("WWW-Authenticate", `Bearer realm="llm-ring admin"`)
+			r.writeError(w, &httpError{http.StatusUnauthorized, wire.ErrTypeInvalidRequest,
+				"the admin API requires Authorization: Bearer <the token in admin.token_file>"})
+			return
+		}
+		r.admin.ServeHTTP(w, req)
+	})
+}
+
+// authorized compares the request's bearer token with the admin token in
+// constant time (both hashed, so that not even the length leaks).
+func (r *Router) authorized(req *http.Request) bool {
+	if !r.hasToken {
+		return false
+	}
+	tok, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return false
+	}
+	got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	return subtle.ConstantTimeCompare(got[:], r.adminToken[:]) == 1
+}
+
+// ServeAdmin serves the admin API on ln until ctx is done.
+func (r *Router) ServeAdmin(ctx context.Context, ln net.Listener) error {
+	srv := r.newServer(r.AdminHandler())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	r.log.Info("admin listening", slog.String("addr", ln.Addr().String()))
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// clip bounds a string from a request before it is logged or echoed.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
 
 func (r *Router) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -99,6 +194,7 @@ func (r *Router) servePutPolicy(w http.ResponseWriter, req *http.Request) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	old := r.settings()
 	name, p := r.name, r.params
 	if in.Policy != "" {
 		name = in.Policy
@@ -126,12 +222,13 @@ func (r *Router) servePutPolicy(w http.ResponseWriter, req *http.Request) {
 	if in.Reset {
 		r.table.Reset()
 	}
-	r.log.Info("policy_changed", slog.String("policy", name), slog.Bool("reset", in.Reset), slog.String("settings", fmt.Sprintf("%+v", p)))
-	writeJSON(w, http.StatusOK, r.settings())
+	now := r.settings()
+	r.log.Info("policy_changed", slog.String("caller", req.RemoteAddr), slog.Any("old", old), slog.Any("new", now), slog.Bool("reset", in.Reset))
+	writeJSON(w, http.StatusOK, now)
 }
 
-func (r *Router) serveReset(w http.ResponseWriter, _ *http.Request) {
+func (r *Router) serveReset(w http.ResponseWriter, req *http.Request) {
 	r.table.Reset()
-	r.log.Info("state_reset")
+	r.log.Info("state_reset", slog.String("caller", req.RemoteAddr))
 	writeJSON(w, http.StatusOK, map[string]string{"status": "reset"})
 }

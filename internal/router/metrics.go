@@ -17,9 +17,10 @@ type metrics struct {
 	failovers      prometheus.Counter
 	cacheLost      prometheus.Counter
 	rejected       *prometheus.CounterVec // by code: requests refused before routing
+	bodyBudgetFull prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer, table *state.Table) *metrics {
+func newMetrics(reg prometheus.Registerer, table *state.Table, budget *bodyBudget) *metrics {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "llm_ring_requests_total",
@@ -59,12 +60,20 @@ func newMetrics(reg prometheus.Registerer, table *state.Table) *metrics {
 			Name: "llm_ring_rejected_total",
 			Help: "Requests answered by the router itself with an error, by HTTP status code.",
 		}, []string{"code"}),
+		bodyBudgetFull: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "llm_ring_body_budget_full_total",
+			Help: "Requests refused with 503 because server.max_buffered_body_bytes of request bodies were held.",
+		}),
 	}
 	for _, k := range []string{"cached", "processed"} {
 		m.promptTokens.WithLabelValues(k)
 	}
 	reg.MustRegister(m.requests, m.decision, m.latency, m.promptTokens, m.predicted,
-		m.upstreamErrors, m.failovers, m.cacheLost, m.rejected, &stateCollector{table: table})
+		m.upstreamErrors, m.failovers, m.cacheLost, m.rejected, m.bodyBudgetFull, &stateCollector{table: table},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "llm_ring_buffered_body_bytes",
+			Help: "Request body bytes held now, across all connections (capped by server.max_buffered_body_bytes).",
+		}, func() float64 { return float64(budget.held.Load()) }))
 	return m
 }
 

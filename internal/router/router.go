@@ -10,6 +10,7 @@ package router
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/llm-ring/llm-ring/internal/config"
 	"github.com/llm-ring/llm-ring/internal/discovery"
@@ -65,10 +67,15 @@ type Router struct {
 	base    http.RoundTripper
 	rules   keyRules
 	mux     *http.ServeMux
+	budget  bodyBudget
 
 	mu     sync.Mutex // guards policy settings (admin API)
 	params policy.Params
 	name   string
+
+	admin      *http.ServeMux
+	adminToken [sha256.Size]byte // sha256 of the admin bearer token
+	hasToken   bool
 }
 
 // New builds a Router with no replicas; feed it with SetReplicas (or Serve
@@ -99,8 +106,10 @@ func New(opts Options) (*Router, error) {
 			bodyField:   cfg.ConversationKey.BodyField,
 			prefixChars: cfg.ConversationKey.PrefixChars,
 			defaultMax:  cfg.DefaultMaxTokens,
+			maxOutput:   cfg.MaxOutputTokens,
 		},
 	}
+	r.budget.sem, r.budget.wait = semaphore.NewWeighted(cfg.Server.MaxBufferedBodyBytes), cfg.Server.MaxBufferedBodyWait.D()
 	if r.base == nil {
 		r.base = &http.Transport{
 			Proxy:                 nil,
@@ -111,7 +120,7 @@ func New(opts Options) (*Router, error) {
 			ResponseHeaderTimeout: cfg.Upstream.ResponseTimeout.D(),
 		}
 	}
-	r.metrics = newMetrics(r.reg, r.table)
+	r.metrics = newMetrics(r.reg, r.table, &r.budget)
 	r.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	r.proxy = &httputil.ReverseProxy{
 		Rewrite:        r.rewrite,
@@ -129,14 +138,15 @@ func New(opts Options) (*Router, error) {
 	r.mux.HandleFunc("GET /readyz", r.serveReady)
 	r.mux.Handle("GET /metrics", promhttp.HandlerFor(r.reg, promhttp.HandlerOpts{}))
 	r.mux.HandleFunc("GET /replicas", r.serveReplicas)
-	r.mux.HandleFunc("GET /admin/policy", r.serveGetPolicy)
-	r.mux.HandleFunc("PUT /admin/policy", r.servePutPolicy)
-	r.mux.HandleFunc("POST /admin/reset", r.serveReset)
+	// The admin API is never served here (404): it has its own listener.
 	r.mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
 		r.fail(w, &httpError{http.StatusNotFound, wire.ErrTypeNotFound,
-			fmt.Sprintf("no route for %s %s; llm-ring proxies POST %s, %s and %s", req.Method, req.URL.Path,
+			fmt.Sprintf("no route for %s %s; llm-ring proxies POST %s, %s and %s", req.Method, clip(req.URL.Path, 128),
 				wire.PathCompletion, wire.PathChatCompletions, wire.PathCompletions)})
 	})
+	if err := r.initAdmin(); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -168,7 +178,7 @@ func (r *Router) SetReplicas(rs []discovery.Replica) {
 func (r *Router) Serve(ctx context.Context, ln net.Listener, src discovery.Source) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	srv := &http.Server{Handler: r, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(r.log.Handler(), slog.LevelWarn)}
+	srv := r.newServer(r)
 	errc := make(chan error, 2)
 	go func() {
 		if err := src.Run(ctx, r.SetReplicas); err != nil {
@@ -195,6 +205,19 @@ func (r *Router) Serve(ctx context.Context, ln net.Listener, src discovery.Sourc
 		srv.Close()
 	}
 	return runErr
+}
+
+// newServer returns an HTTP server for h with the client-side limits:
+// server.read_timeout for a whole request (the proxy lifts it once a body is
+// read, so that it never cuts an answer) and server.idle_timeout for
+// keep-alive connections.
+func (r *Router) newServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:     h,
+		ReadTimeout: r.cfg.Server.ReadTimeout.D(),
+		IdleTimeout: r.cfg.Server.IdleTimeout.D(),
+		ErrorLog:    slog.NewLogLogger(r.log.Handler(), slog.LevelWarn),
+	}
 }
 
 // flight is one proxied request, from routing to release.
@@ -229,17 +252,11 @@ func (r *Router) serveProxied(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	start := time.Now()
-	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, r.cfg.MaxBodyBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			r.fail(w, &httpError{http.StatusRequestEntityTooLarge, wire.ErrTypeInvalidRequest,
-				fmt.Sprintf("request body exceeds max_body_bytes (%d bytes)", r.cfg.MaxBodyBytes)})
-			return
-		}
-		r.fail(w, badRequest("could not read the request body: %v", err))
+	body, held, ok := r.readRequestBody(w, req)
+	if !ok {
 		return
 	}
+	defer r.budget.release(held) // after finish: the body is kept for retries until the answer ends
 	kind := kindOf(req.URL.Path)
 	p, err := parseRequest(kind, req.Header, body, &r.rules)
 	if err != nil {

@@ -462,7 +462,9 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestAdminAndStatus(t *testing.T) {
-	h := newHarness(t, "llm-aware", 3)
+	h := newHarness(t, "llm-aware", 3, withAdmin(t, "s3cret"))
+	admin := httptest.NewServer(h.rt.AdminHandler())
+	defer admin.Close()
 	get := func(path string) (int, string) {
 		resp, err := http.Get(h.srv.URL + path)
 		if err != nil {
@@ -483,7 +485,8 @@ func TestAdminAndStatus(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &info); code != 200 || err != nil || len(info.Replicas) != 3 || info.Policy != "llm-aware" {
 		t.Fatalf("/replicas = %d %s", code, body)
 	}
-	req, _ := http.NewRequest(http.MethodPut, h.srv.URL+"/admin/policy", strings.NewReader(`{"policy":"bounded","bounded_load_unit":"tokens","reset":true}`))
+	req, _ := http.NewRequest(http.MethodPut, admin.URL+"/admin/policy", strings.NewReader(`{"policy":"bounded","bounded_load_unit":"tokens","reset":true}`))
+	req.Header.Set("Authorization", "Bearer s3cret")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("PUT /admin/policy: %v %v", err, resp.Status)
@@ -497,7 +500,8 @@ func TestAdminAndStatus(t *testing.T) {
 		t.Error("requests after the switch are not logged under bounded")
 	}
 	for _, bad := range []string{`{"policy":"random"}`, `{"epsilon":-1,"policy":"bounded"}`, `{"nope":1}`, `{`} {
-		req, _ := http.NewRequest(http.MethodPut, h.srv.URL+"/admin/policy", strings.NewReader(bad))
+		req, _ := http.NewRequest(http.MethodPut, admin.URL+"/admin/policy", strings.NewReader(bad))
+		req.Header.Set("Authorization", "Bearer s3cret")
 		resp, _ := http.DefaultClient.Do(req)
 		if resp.StatusCode != 400 {
 			t.Errorf("PUT %s → %d, want 400", bad, resp.StatusCode)

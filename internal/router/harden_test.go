@@ -1,0 +1,400 @@
+package router
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/llm-ring/llm-ring/internal/config"
+	"github.com/llm-ring/llm-ring/internal/discovery"
+	"github.com/llm-ring/llm-ring/internal/wire"
+)
+
+// served is a router serving on a loopback listener through Serve (the
+// production path, with the server's timeouts), in front of fake replicas.
+type served struct {
+	*harness
+	url    string
+	addr   string
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func serveHarness(t *testing.T, pol string, n int, edit ...func(*config.Router)) *served {
+	t.Helper()
+	return serveWith(t, newHarness(t, pol, n, edit...))
+}
+
+// serveQuiet is serveHarness with the router's log discarded.
+func serveQuiet(t *testing.T, pol string, n int, edit ...func(*config.Router)) *served {
+	t.Helper()
+	h := newHarness(t, pol, n, edit...)
+	h.rt.log = slog.New(slog.DiscardHandler)
+	return serveWith(t, h)
+}
+
+func serveWith(t *testing.T, h *harness) *served {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &served{harness: h, url: "http://" + ln.Addr().String(), addr: ln.Addr().String(), cancel: cancel, done: make(chan error, 1)}
+	go func() { s.done <- h.rt.Serve(ctx, ln, discovery.Static(h.rt.cfg.Discovery.Static)) }()
+	t.Cleanup(func() { s.stop(t) })
+	return s
+}
+
+func (s *served) stop(t *testing.T) {
+	if s.cancel == nil {
+		return
+	}
+	s.cancel()
+	s.cancel = nil
+	if err := <-s.done; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+}
+
+func (s *served) do(t *testing.T, method, path, body string, headers ...string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, s.url+path, strings.NewReader(body))
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// slowBody opens a connection that declares a body of declared bytes,
+// sends the first send bytes of it and then stalls.
+func slowBody(t *testing.T, addr string, declared, send int) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: router\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", wire.PathChatCompletions, declared)
+	go c.Write([]byte(strings.Repeat(" ", send))) // blocks until read, or fails when the router closes
+	return c
+}
+
+// answer reads the response on a raw connection and reports whether the
+// router then closed it.
+func answer(t *testing.T, c net.Conn) (status int, header http.Header, closed bool) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return 0, nil, false
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	_, err = br.ReadByte()
+	return resp.StatusCode, resp.Header, err == io.EOF
+}
+
+// heapInUse is the live heap after a collection.
+func heapInUse() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
+}
+
+// waitFor polls cond until it holds or 10 s pass.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestMaxOutputTokens is a regression test for issue 10: "max_tokens":
+// 9223372036854775807 overflowed the in-flight tokens, and 1000000000 made
+// a replica look full. Both are now 400s naming the field, before routing.
+func TestMaxOutputTokens(t *testing.T) {
+	h := newHarness(t, "llm-aware", 2, func(c *config.Router) { c.MaxOutputTokens = 4096 })
+	tests := []struct {
+		name, path, body string
+		status           int
+		inMsg            string
+	}{
+		// The overflow of the issue.
+		{"max_tokens int64 max", wire.PathChatCompletions, `{"messages":[{"role":"user","content":"hi"}],"max_tokens":9223372036854775807}`, 400, "max_tokens: must be ≤ max_output_tokens (4096)"},
+		// The "replica looks full" of the issue, through llama.cpp's field.
+		{"n_predict 1e9", wire.PathCompletion, `{"prompt":"hi","n_predict":1000000000}`, 400, "n_predict: must be ≤ max_output_tokens (4096)"},
+		{"max_completion_tokens over", wire.PathChatCompletions, `{"messages":[{"role":"user","content":"hi"}],"max_completion_tokens":4097}`, 400, "max_completion_tokens"},
+		// Beyond int64: still a 400 naming the field.
+		{"beyond int64", wire.PathCompletions, `{"prompt":"hi","max_tokens":1e30}`, 400, "max_tokens"},
+		// The limit itself is allowed.
+		{"at the limit", wire.PathChatCompletions, `{"messages":[{"role":"user","content":"hi"}],"max_tokens":4096}`, 200, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := h.post(t, tt.path, tt.body)
+			if resp.StatusCode != tt.status || !strings.Contains(body, tt.inMsg) {
+				t.Errorf("got %d %s, want %d with %q", resp.StatusCode, body, tt.status, tt.inMsg)
+			}
+		})
+	}
+	h.idle(t)
+	if calls := h.fakes[0].calls.Load() + h.fakes[1].calls.Load(); calls != 1 {
+		t.Errorf("replicas saw %d requests, want only the one at the limit", calls)
+	}
+}
+
+// TestSlowBodies is a regression test for issue 10: idle keep-alive and
+// slow-body connections were never closed. 100 connections that declare 8
+// MB and send 64 KiB of it each get 408 at server.read_timeout and are
+// closed; an idle keep-alive connection is closed at server.idle_timeout;
+// meanwhile the router serves others, and the heap stays within the body
+// budget plus 32 KiB per connection.
+func TestSlowBodies(t *testing.T) {
+	const conns, sent = 100, 64 << 10
+	const budget = 16 << 20
+	s := serveQuiet(t, "llm-aware", 2, func(c *config.Router) {
+		c.Server.ReadTimeout = config.Duration(3 * time.Second)
+		c.Server.IdleTimeout = config.Duration(500 * time.Millisecond)
+		c.Server.MaxBufferedBodyBytes = budget
+	})
+	// An idle keep-alive connection: one request, then nothing.
+	idle, err := net.Dial("tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	fmt.Fprintf(idle, "GET /healthz HTTP/1.1\r\nHost: router\r\n\r\n")
+	if code, _, closed := answer(t, idle); code != 200 || !closed {
+		t.Errorf("idle keep-alive connection: status %d, closed %v; want 200 and closed at idle_timeout", code, closed)
+	}
+
+	base := heapInUse()
+	cs := make([]net.Conn, conns)
+	for i := range cs {
+		cs[i] = slowBody(t, s.addr, 8<<20, sent)
+	}
+	// Each holds the 64 KiB it sent (its first buffer) until read_timeout.
+	waitFor(t, "the slow bodies to be buffered", func() bool { return s.rt.budget.held.Load() >= conns*sent })
+	peak := heapInUse() - base
+	bound := int64(budget + conns*32<<10)
+	t.Logf("heap with %d slow bodies of %d KiB: +%.1f MiB (bound %.1f MiB)", conns, sent>>10, float64(peak)/(1<<20), float64(bound)/(1<<20))
+	if peak > bound {
+		t.Errorf("heap grew by %d bytes with %d slow bodies, bound %d", peak, conns, bound)
+	}
+	// Others are served meanwhile.
+	for i := range 5 {
+		if resp, body := s.do(t, "POST", wire.PathChatCompletions, chatBody(fmt.Sprint("meanwhile ", i), false)); resp.StatusCode != 200 {
+			t.Fatalf("request during the slow bodies: %d %s", resp.StatusCode, body)
+		}
+	}
+	var wg sync.WaitGroup
+	codes := make([]int, conns)
+	closed := make([]bool, conns)
+	for i, c := range cs {
+		wg.Go(func() { codes[i], _, closed[i] = answer(t, c) })
+	}
+	wg.Wait()
+	for i := range cs {
+		if codes[i] != http.StatusRequestTimeout || !closed[i] {
+			t.Fatalf("slow body %d: status %d, closed %v; want 408 and closed", i, codes[i], closed[i])
+		}
+	}
+	waitFor(t, "the budget to be released", func() bool { return s.rt.budget.held.Load() == 0 })
+}
+
+// TestBodyBudget is a regression test for issue 10: 30 connections each
+// sending 8 MB and withholding the last bytes held 203 MB for ever. Bodies
+// now reserve server.max_buffered_body_bytes as their bytes arrive: past
+// it, a request waits server.max_buffered_body_wait, then gets 503 with
+// Retry-After and its connection closed; the heap stays within the budget.
+// (Connections are opened one at a time so that which ones fit is known.)
+func TestBodyBudget(t *testing.T) {
+	const conns, sent = 30, 1<<20 - 1 // each holder holds a buffer of exactly 1 MiB
+	const budget, holders = 4 << 20, 4
+	s := serveQuiet(t, "llm-aware", 2, func(c *config.Router) {
+		c.MaxBodyBytes = 2 << 20
+		c.Server.ReadTimeout = config.Duration(time.Minute) // the test ends the holders itself
+		c.Server.MaxBufferedBodyBytes = budget
+		c.Server.MaxBufferedBodyWait = config.Duration(100 * time.Millisecond)
+	})
+	base := heapInUse()
+	var held []net.Conn
+	for i := range conns {
+		refused := counter(s.rt.metrics.bodyBudgetFull)
+		c := slowBody(t, s.addr, 2<<20, sent)
+		if i < holders {
+			waitFor(t, "a holder's body", func() bool { return s.rt.budget.held.Load() == int64(i+1)<<20 })
+			held = append(held, c)
+			continue
+		}
+		code, h, closed := answer(t, c)
+		if code != 503 || h.Get("Retry-After") == "" || !closed || counter(s.rt.metrics.bodyBudgetFull) != refused+1 {
+			t.Fatalf("connection %d over the budget: status %d, Retry-After %q, closed %v", i, code, h.Get("Retry-After"), closed)
+		}
+	}
+	if got := s.rt.budget.held.Load(); got != budget {
+		t.Errorf("held %d bytes, want the budget %d", got, budget)
+	}
+	peak := heapInUse() - base
+	bound := int64(budget + budget/2)
+	t.Logf("heap with %d bodies of 1 MiB held back: +%.1f MiB (bound %.1f MiB)", conns, float64(peak)/(1<<20), float64(bound)/(1<<20))
+	if peak > bound {
+		t.Errorf("heap grew by %d bytes, bound %d", peak, bound)
+	}
+	// A new request while the budget is full: 503 with Retry-After.
+	resp, body := s.do(t, "POST", wire.PathChatCompletions, chatBody("full?", false))
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || !strings.Contains(body, "max_buffered_body_bytes") {
+		t.Errorf("request while full: %d %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+	// Once the holders go, the router serves again.
+	for _, c := range held {
+		c.Close()
+	}
+	waitFor(t, "the budget to be released", func() bool { return s.rt.budget.held.Load() == 0 })
+	if resp, body := s.do(t, "POST", wire.PathChatCompletions, chatBody("again", false)); resp.StatusCode != 200 {
+		t.Errorf("after the holders left: %d %s", resp.StatusCode, body)
+	}
+}
+
+func counter(c interface{ Write(*dto.Metric) error }) float64 {
+	var m dto.Metric
+	c.Write(&m)
+	return m.GetCounter().GetValue()
+}
+
+// withAdmin enables the admin API with token (written to a file).
+func withAdmin(t *testing.T, token string) func(*config.Router) {
+	path := filepath.Join(t.TempDir(), "admin-token")
+	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return func(c *config.Router) { c.Admin.Listen, c.Admin.TokenFile = "127.0.0.1:0", path }
+}
+
+// TestAdminApart is a regression test for issue 10: PUT /admin/policy and
+// POST /admin/reset answered 200 to any client, a browser's cross-origin
+// simple request included, on the one client port. The admin API now has
+// its own listener and a bearer token; the client listener answers 404.
+func TestAdminApart(t *testing.T) {
+	h := newHarness(t, "llm-aware", 2, withAdmin(t, "s3cret"))
+	admin := httptest.NewServer(h.rt.AdminHandler())
+	defer admin.Close()
+	tests := []struct {
+		name, url, method, path, body string
+		header                        []string
+		status                        int
+	}{
+		// Never on the client listener, token or not.
+		{"policy on the client listener", h.srv.URL, "PUT", "/admin/policy", `{"policy":"bounded"}`, []string{"Authorization", "Bearer s3cret"}, 404},
+		{"reset on the client listener", h.srv.URL, "POST", "/admin/reset", ``, nil, 404},
+		{"get on the client listener", h.srv.URL, "GET", "/admin/policy", ``, nil, 404},
+		// On the admin listener: no token, a wrong one, another scheme.
+		{"no token", admin.URL, "PUT", "/admin/policy", `{"policy":"bounded"}`, nil, 401},
+		{"wrong token", admin.URL, "POST", "/admin/reset", ``, []string{"Authorization", "Bearer s3cre"}, 401},
+		{"basic auth", admin.URL, "GET", "/admin/policy", ``, []string{"Authorization", "Basic czNjcmV0"}, 401},
+		// A browser's cross-origin simple request cannot carry the header.
+		{"cross-origin form post", admin.URL, "POST", "/admin/reset", `a=b`, []string{"Content-Type", "application/x-www-form-urlencoded", "Origin", "http://evil.example"}, 401},
+		// With the token.
+		{"get with token", admin.URL, "GET", "/admin/policy", ``, []string{"Authorization", "Bearer s3cret"}, 200},
+		{"unknown admin path", admin.URL, "GET", "/admin/nope", ``, []string{"Authorization", "Bearer s3cret"}, 404},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tt.method, tt.url+tt.path, strings.NewReader(tt.body))
+			for i := 0; i+1 < len(tt.header); i += 2 {
+				req.Header.Set(tt.header[i], tt.header[i+1])
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var eb wire.ErrorBody
+			if resp.StatusCode != tt.status || (tt.status != 200 && (json.Unmarshal(b, &eb) != nil || eb.Error.Code != tt.status)) {
+				t.Errorf("got %d %s, want %d with a JSON error", resp.StatusCode, b, tt.status)
+			}
+		})
+	}
+	if h.rt.Table().Policy().Name() != "llm-aware" {
+		t.Errorf("policy switched to %s by an unauthorized request", h.rt.Table().Policy().Name())
+	}
+	// A change is logged once, with the caller and the old and new settings.
+	req, _ := http.NewRequest("PUT", admin.URL+"/admin/policy", strings.NewReader(`{"policy":"bounded"}`))
+	req.Header.Set("Authorization", "Bearer s3cret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("authorized PUT: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	var line struct {
+		Caller string         `json:"caller"`
+		Old    PolicySettings `json:"old"`
+		New    PolicySettings `json:"new"`
+	}
+	var changes int
+	for _, l := range strings.Split(h.logText(), "\n") {
+		if strings.Contains(l, `"msg":"policy_changed"`) {
+			changes++
+			json.Unmarshal([]byte(l), &line)
+		}
+	}
+	if changes != 1 || !strings.HasPrefix(line.Caller, "127.0.0.1:") || line.Old.Policy != "llm-aware" || line.New.Policy != "bounded" {
+		t.Errorf("%d policy_changed lines, last %+v; want 1 with caller, old llm-aware, new bounded", changes, line)
+	}
+}
+
+// TestAdminToken: the admin API refuses to start without a usable token.
+func TestAdminToken(t *testing.T) {
+	empty := filepath.Join(t.TempDir(), "empty")
+	os.WriteFile(empty, []byte(" \n"), 0o600)
+	tests := []struct {
+		name string
+		edit func(*config.Router)
+		want string
+	}{
+		// A token file holding only white space.
+		{"empty token file", func(c *config.Router) { c.Admin.Listen, c.Admin.TokenFile = "127.0.0.1:0", empty }, "admin.token_file: " + empty + " is empty"},
+		// A token file that is not there.
+		{"missing token file", func(c *config.Router) { c.Admin.Listen, c.Admin.TokenFile = "127.0.0.1:0", empty+".nope" }, "admin.token_file"},
+		// admin.listen without a token file.
+		{"no token file", func(c *config.Router) { c.Admin.Listen, c.Admin.TokenFile = "127.0.0.1:0", "" }, "admin.token_file: must be set"},
+		// The client listener's address.
+		{"same address", func(c *config.Router) { c.Admin.Listen, c.Admin.TokenFile = c.Listen, empty }, "admin.listen: must differ"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := New(Options{Config: testConfig(t, "consistent", []discovery.Replica{{Name: "a", URL: "http://127.0.0.1:1"}}, tt.edit)})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("New: %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
