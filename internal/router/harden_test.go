@@ -2,6 +2,7 @@ package router
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -397,4 +398,162 @@ func TestAdminToken(t *testing.T) {
 			}
 		})
 	}
+}
+
+// stub is a replica whose every answer is fn.
+func stub(t *testing.T, name string, fn http.HandlerFunc) discovery.Replica {
+	srv := httptest.NewServer(fn)
+	t.Cleanup(srv.Close)
+	return discovery.Replica{Name: name, URL: srv.URL}
+}
+
+// stubRouter is a router (through Serve) in front of the given replicas.
+func stubRouter(t *testing.T, pol string, rs []discovery.Replica, edit ...func(*config.Router)) *served {
+	h := &harness{logs: &bytes.Buffer{}}
+	rt, err := New(Options{Config: testConfig(t, pol, rs, edit...), Logger: slog.New(slog.NewJSONHandler(syncWriter{w: h.logs}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.SetReplicas(rs)
+	h.rt = rt
+	return serveWith(t, h)
+}
+
+func (s *served) inflight() (n int64) {
+	for _, r := range s.rt.Table().Status().Replicas {
+		n += r.Load.Requests + r.Load.Tokens
+	}
+	return n
+}
+
+// TestStalledReplica is a regression test for issue 10: a replica that sent
+// headers and then stalled held the client and the in-flight load until
+// the client gave up. Now upstream.idle_timeout ends the request: 504 when
+// nothing reached the client yet, else an SSE error event then close; the
+// load is released and the stall counted.
+func TestStalledReplica(t *testing.T) {
+	unblock := make(chan struct{})
+	t.Cleanup(func() { close(unblock) })
+	silent := stub(t, "silent", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush() // headers, then nothing
+		select {
+		case <-unblock:
+		case <-r.Context().Done():
+		}
+	})
+	midway := stub(t, "midway", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"first\"}}]}\n\n")
+		w.(http.Flusher).Flush() // one event, then nothing
+		select {
+		case <-unblock:
+		case <-r.Context().Done():
+		}
+	})
+	idle := func(c *config.Router) { c.Upstream.IdleTimeout = config.Duration(300 * time.Millisecond) }
+	client := &http.Client{Timeout: 20 * time.Second} // the old router held the client until this
+	for _, tc := range []struct {
+		replica  discovery.Replica
+		status   int
+		inBody   []string
+		metricOK string
+	}{
+		// Headers and then nothing: nothing has reached the client, 504.
+		{silent, 504, []string{`"code": 504`, "upstream.idle_timeout"}, "504"},
+		// An event and then nothing: the event, then an error event.
+		{midway, 200, []string{"first", `data: {"error":{"code":504`, "upstream.idle_timeout"}, "504"},
+	} {
+		t.Run(tc.replica.Name, func(t *testing.T) {
+			s := stubRouter(t, "consistent", []discovery.Replica{tc.replica}, idle)
+			resp, err := client.Post(s.url+wire.PathChatCompletions, "application/json", strings.NewReader(chatBody("hi", true)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body) // a cut stream ends with an error here; the body read so far counts
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Errorf("status %d, want %d", resp.StatusCode, tc.status)
+			}
+			for _, want := range tc.inBody {
+				if !strings.Contains(string(b), want) {
+					t.Errorf("body %q lacks %q", b, want)
+				}
+			}
+			waitFor(t, "the load to be released", func() bool { return s.inflight() == 0 })
+			waitFor(t, "the request to be counted", func() bool {
+				return counter(s.rt.metrics.requests.WithLabelValues("consistent", tc.replica.Name, "home", tc.metricOK)) == 1
+			})
+			if got := counter(s.rt.metrics.upstreamErrors.WithLabelValues(tc.replica.Name, "stall")); got != 1 {
+				t.Errorf("stalls counted: %v, want 1", got)
+			}
+		})
+	}
+}
+
+// TestBrokenStream is a regression test for issue 10: a replica killed
+// mid-stream gave the client a 200 and a cut stream with no error event,
+// counted as code 200. The client now gets an SSE error event (OpenAI's
+// shape) before the close, and the request is logged and counted as 502.
+func TestBrokenStream(t *testing.T) {
+	dies := stub(t, "dies", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"first\"}}]}\n\n")
+		w.(http.Flusher).Flush()
+		c, _, _ := w.(http.Hijacker).Hijack()
+		c.Close() // killed mid-stream
+	})
+	s := stubRouter(t, "consistent", []discovery.Replica{dies})
+	resp, err := http.Post(s.url+wire.PathChatCompletions, "application/json", strings.NewReader(chatBody("hi", true)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	events := strings.Split(strings.TrimSpace(string(b)), "\n\n")
+	var last wire.ErrorBody
+	if len(events) != 2 || !strings.Contains(events[0], "first") ||
+		json.Unmarshal([]byte(strings.TrimPrefix(events[1], "data: ")), &last) != nil || last.Error.Code != 502 || last.Error.Type != wire.ErrTypeServer {
+		t.Errorf("stream %q: want the first event, then an OpenAI-shaped error event with code 502", b)
+	}
+	waitFor(t, "the request to be counted as 502", func() bool {
+		return counter(s.rt.metrics.requests.WithLabelValues("consistent", "dies", "home", "502")) == 1
+	})
+	if !s.waitLog(t, `"error_kind":"broken"`) || !s.waitLog(t, `"status":502`) {
+		t.Errorf("broken stream not logged as 502 broken:\n%s", s.logText())
+	}
+	if s.inflight() != 0 {
+		t.Errorf("load not released")
+	}
+}
+
+// TestRetryNotReady is a regression test for issue 10: a replica answering
+// 503 while it loads its model (llama.cpp does) had 10 of 30 requests get
+// 503. A 503 or 429 before any byte reached the client now goes to the
+// policy's next candidate, within upstream.max_attempts, body replayed.
+func TestRetryNotReady(t *testing.T) {
+	h := newHarness(t, "consistent", 3)
+	h.fakes[0].status = 503 // loading its model
+	h.fakes[1].status = 429 // busy
+	for i := range 30 {
+		resp, body := h.post(t, wire.PathChatCompletions, chatBody("hi", false), "x-conversation-id", fmt.Sprint("c", i))
+		if resp.StatusCode != 200 || resp.Header.Get(HeaderRoutedTo) != "llm-2" {
+			t.Fatalf("request %d: %d from %s %s", i, resp.StatusCode, resp.Header.Get(HeaderRoutedTo), body)
+		}
+	}
+	h.idle(t)
+	if h.fakes[2].calls.Load() != 30 {
+		t.Errorf("the ready replica answered %d of 30", h.fakes[2].calls.Load())
+	}
+	if got := counter(h.rt.metrics.failovers); got == 0 {
+		t.Error("no failover counted")
+	}
+	// Everyone not ready: after max_attempts the last 503 goes to the client.
+	h.fakes[2].status = 503
+	resp, _ := h.post(t, wire.PathChatCompletions, chatBody("hi", false), "x-conversation-id", "x")
+	if resp.StatusCode != 503 && resp.StatusCode != 429 {
+		t.Errorf("all replicas refusing: %d, want their 503 or 429", resp.StatusCode)
+	}
+	h.idle(t)
 }

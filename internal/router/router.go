@@ -241,6 +241,11 @@ type flight struct {
 	fb      state.Feedback // what the release learned
 }
 
+// convo is the conversation as logged: a short hash of its key, never the
+// key itself (it may be a user's e-mail address, and is as long as a client
+// makes it).
+func (f *flight) convo() string { return fmt.Sprintf("%016x", f.in.Hash) }
+
 type flightKey struct{}
 
 func flightOf(ctx context.Context) *flight { f, _ := ctx.Value(flightKey{}).(*flight); return f }
@@ -313,30 +318,49 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // roundTrip sends the request; when the replica cannot be reached (a dial
-// error: it never saw the request) it asks the policy for its next candidate,
-// up to max_attempts. Once bytes may have reached a replica, it never retries.
+// error: it never saw the request) or answers 503 or 429 (not ready, or
+// busy: nothing has reached the client yet), it asks the policy for its
+// next candidate, up to max_attempts, replaying the body. Once a replica
+// has begun an answer, it never retries.
 func (r *Router) roundTrip(req *http.Request) (*http.Response, error) {
 	f := flightOf(req.Context())
 	for {
 		f.tries++
-		resp, err := r.base.RoundTrip(req)
-		if err == nil || !isDialError(err) || req.Context().Err() != nil {
+		resp, err := r.attempt(req)
+		if req.Context().Err() != nil {
 			return resp, err
 		}
-		r.metrics.upstreamErrors.WithLabelValues(f.ticket.Replica.Name, "dial").Inc()
+		var why string
+		switch {
+		case err != nil && isDialError(err):
+			why = "dial"
+		case err == nil && retryable(resp.StatusCode):
+			why = "status"
+		default:
+			return resp, err
+		}
+		if why == "dial" {
+			r.metrics.upstreamErrors.WithLabelValues(f.ticket.Replica.Name, "dial").Inc()
+		}
 		if f.tries >= r.cfg.Upstream.MaxAttempts {
-			return nil, err
+			return resp, err // the last answer (a 503 or 429) goes to the client as it is
 		}
 		now := time.Now().UnixNano()
+		tk, d, rerr := r.table.Route(f.in, now, append(f.failed, f.ticket.Replica.Name)...)
+		if rerr != nil {
+			return resp, err // nobody else to try: report this answer or error
+		}
+		if resp != nil {
+			r.metrics.upstreamErrors.WithLabelValues(f.ticket.Replica.Name, "status").Inc()
+			err = fmt.Errorf("answered %s", resp.Status)
+			io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			resp.Body.Close()
+		}
 		f.failed = append(f.failed, f.ticket.Replica.Name)
 		r.settle(f, state.Outcome{}, time.Unix(0, now))
-		tk, d, rerr := r.table.Route(f.in, now, f.failed...)
-		if rerr != nil {
-			return nil, err // nobody else to try: report the dial error
-		}
 		r.metrics.failovers.Inc()
-		r.log.Warn("failover", slog.String("conversation", f.p.key), slog.String("from", f.failed[len(f.failed)-1]),
-			slog.String("to", tk.Replica.Name), slog.String("reason", d.Reason.String()), slog.Any("error", err))
+		r.log.Warn("failover", slog.String("conversation", f.convo()), slog.String("from", f.failed[len(f.failed)-1]),
+			slog.String("to", tk.Replica.Name), slog.String("reason", d.Reason.String()), slog.String("error", clip(err.Error(), 256)))
 		f.ticket, f.d, f.held = tk, d, true
 		req = req.Clone(req.Context())
 		if err := f.target(req); err != nil {
@@ -360,7 +384,13 @@ func (r *Router) modifyResponse(resp *http.Response) error {
 	if resp.StatusCode >= 500 {
 		r.metrics.upstreamErrors.WithLabelValues(f.ticket.Replica.Name, "status").Inc()
 	}
-	f.obs = newObserver(resp.Body, strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"))
+	body, err := peek(resp.Body)
+	if err != nil {
+		resp.Body.Close()
+		return err // nothing reached the client: proxyError answers (504 when stalled)
+	}
+	f.obs = newObserver(body, strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"))
+	f.obs.onBreak = func(err error) []byte { return r.broken(f, err) }
 	if resp.StatusCode/100 == 2 {
 		// Release as soon as the replica has finished, before the last bytes
 		// reach the client: a client that sends its next turn the moment the
@@ -380,6 +410,11 @@ func (r *Router) proxyError(w http.ResponseWriter, req *http.Request, err error)
 		f.errKind, f.errMsg = "client", "client went away: "+err.Error()
 		f.status = 499 // nobody is listening; recorded for the log only
 		return
+	case errors.Is(err, errUpstreamIdle):
+		f.errKind = "stall"
+		r.metrics.upstreamErrors.WithLabelValues(f.ticket.Replica.Name, "stall").Inc()
+		he = &httpError{http.StatusGatewayTimeout, wire.ErrTypeServer,
+			fmt.Sprintf("replica %s sent nothing for upstream.idle_timeout (%s)", f.ticket.Replica.Name, r.cfg.Upstream.IdleTimeout.D())}
 	case isDialError(err):
 		f.errKind = "dial"
 		he = &httpError{http.StatusBadGateway, wire.ErrTypeServer,
@@ -399,6 +434,21 @@ func (r *Router) proxyError(w http.ResponseWriter, req *http.Request, err error)
 	w.Header().Set(HeaderRouteReason, f.d.Reason.String())
 	w.Header().Set(HeaderEstPrompt, strconv.Itoa(f.ticket.EstPrompt))
 	r.writeError(w, he)
+}
+
+// broken records an answer that broke off after its headers reached the
+// client (the replica died, or stalled past upstream.idle_timeout) and
+// returns the SSE error event the client gets before the stream is closed.
+func (r *Router) broken(f *flight, err error) []byte {
+	if errors.Is(err, errUpstreamIdle) {
+		f.errKind, f.status = "stall", http.StatusGatewayTimeout
+		f.errMsg = fmt.Sprintf("replica %s sent nothing for upstream.idle_timeout (%s)", f.ticket.Replica.Name, r.cfg.Upstream.IdleTimeout.D())
+	} else {
+		f.errKind, f.status = "broken", http.StatusBadGateway
+		f.errMsg = fmt.Sprintf("replica %s's answer broke off: %v", f.ticket.Replica.Name, err)
+	}
+	r.metrics.upstreamErrors.WithLabelValues(f.ticket.Replica.Name, f.errKind).Inc()
+	return errorEvent(f.status, f.errMsg)
 }
 
 func isTimeout(err error) bool {
@@ -429,7 +479,7 @@ func (r *Router) finish(ctx context.Context, f *flight) {
 			if ctx.Err() != nil {
 				f.errKind, f.errMsg = "client", "client disconnected before the answer ended"
 			} else {
-				f.errKind, f.errMsg = "broken", "the replica's answer broke off"
+				f.errKind, f.errMsg, f.status = "broken", "the replica's answer broke off", http.StatusBadGateway
 				r.metrics.upstreamErrors.WithLabelValues(f.ticket.Replica.Name, "broken").Inc()
 			}
 		}
@@ -460,7 +510,7 @@ func (r *Router) finish(ctx context.Context, f *flight) {
 		return
 	}
 	attrs := []slog.Attr{
-		slog.String("conversation", f.p.key),
+		slog.String("conversation", f.convo()),
 		slog.String("key_source", f.p.keySource),
 		slog.Int("turn", f.p.turn),
 		slog.String("path", kindPath(f.kind)),
@@ -484,7 +534,7 @@ func (r *Router) finish(ctx context.Context, f *flight) {
 		attrs = append(attrs, slog.Float64("ttft_ms", ms(f.obs.first.Sub(f.start))))
 	}
 	if f.errKind != "" {
-		attrs = append(attrs, slog.String("error_kind", f.errKind), slog.String("error", f.errMsg))
+		attrs = append(attrs, slog.String("error_kind", f.errKind), slog.String("error", clip(f.errMsg, 512)))
 	}
 	attrs = append(attrs, slog.String("trace", f.d.Format()))
 	r.log.LogAttrs(ctx, level, "request", attrs...)
