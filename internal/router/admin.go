@@ -112,14 +112,21 @@ func (r *Router) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// serveReady: ready when at least one replica is on the ring.
+// serveReady: ready when at least one replica is healthy (on the ring and
+// passing its health checks), and the router is not draining.
 func (r *Router) serveReady(w http.ResponseWriter, _ *http.Request) {
-	n := len(r.table.Status().Replicas)
-	if n == 0 {
-		r.writeError(w, &httpError{http.StatusServiceUnavailable, wire.ErrTypeUnavailable, "no ready replica"})
+	if r.draining.Load() {
+		r.writeError(w, &httpError{http.StatusServiceUnavailable, wire.ErrTypeUnavailable, "draining: the router is shutting down"})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "replicas": n})
+	st := r.table.Status()
+	n, healthy := len(st.Replicas), st.Healthy()
+	if healthy == 0 {
+		r.writeError(w, &httpError{http.StatusServiceUnavailable, wire.ErrTypeUnavailable,
+			fmt.Sprintf("no healthy replica (%d on the ring, none passing its health checks)", n)})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "replicas": n, "healthy": healthy})
 }
 
 // ReplicaInfo is one row of GET /replicas.
@@ -129,6 +136,9 @@ type ReplicaInfo struct {
 	InflightRequests int64   `json:"inflight_requests"`
 	InflightTokens   int64   `json:"inflight_tokens"`
 	RingShare        float64 `json:"ring_share"`
+	// Healthy is false while the replica fails its health checks: it stays
+	// on the ring but takes no new request.
+	Healthy bool `json:"healthy"`
 }
 
 // ReplicasInfo is the body of GET /replicas.
@@ -143,7 +153,7 @@ func (r *Router) serveReplicas(w http.ResponseWriter, _ *http.Request) {
 	out := ReplicasInfo{Policy: st.Policy, PlacementEntries: st.Memory, Replicas: []ReplicaInfo{}}
 	for _, x := range st.Replicas {
 		out.Replicas = append(out.Replicas, ReplicaInfo{Name: x.Name, URL: x.URL,
-			InflightRequests: x.Load.Requests, InflightTokens: x.Load.Tokens, RingShare: x.RingShare})
+			InflightRequests: x.Load.Requests, InflightTokens: x.Load.Tokens, RingShare: x.RingShare, Healthy: x.Healthy})
 	}
 	writeJSON(w, http.StatusOK, out)
 }

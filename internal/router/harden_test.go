@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -556,4 +557,93 @@ func TestRetryNotReady(t *testing.T) {
 		t.Errorf("all replicas refusing: %d, want their 503 or 429", resp.StatusCode)
 	}
 	h.idle(t)
+}
+
+// checked is a replica with a switchable health endpoint.
+type checked struct {
+	discovery.Replica
+	srv     *httptest.Server
+	loading atomic.Bool // GET /health answers 503, as llama.cpp while it loads its model
+	served  atomic.Int64
+}
+
+func newChecked(t *testing.T, name string) *checked {
+	c := &checked{}
+	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" {
+			if c.loading.Load() {
+				http.Error(w, `{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}`, 503)
+				return
+			}
+			fmt.Fprint(w, `{"status":"ok"}`)
+			return
+		}
+		c.served.Add(1)
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`)
+	}))
+	t.Cleanup(c.srv.Close)
+	c.Replica = discovery.Replica{Name: name, URL: c.srv.URL}
+	return c
+}
+
+func healthEvery(c *config.Router) {
+	c.HealthCheck.Interval = config.Duration(20 * time.Millisecond)
+	c.HealthCheck.Timeout = config.Duration(time.Second)
+	c.HealthCheck.UnhealthyThreshold, c.HealthCheck.HealthyThreshold = 2, 2
+}
+
+// TestHealthChecks is a regression test for issue 10: with every replica
+// dead (static discovery) /readyz said 200 and every request got 502; a
+// loading replica was sent requests. Active health checks now take a
+// replica out of routing after unhealthy_threshold failures and bring it
+// back after healthy_threshold successes; /readyz is 503 when none is
+// healthy.
+func TestHealthChecks(t *testing.T) {
+	a, b := newChecked(t, "a"), newChecked(t, "b")
+	s := stubRouter(t, "consistent", []discovery.Replica{a.Replica, b.Replica}, healthEvery)
+	healthy := func(name string, want bool) func() bool {
+		return func() bool {
+			for _, r := range s.rt.Table().Status().Replicas {
+				if r.Name == name {
+					return r.Healthy == want
+				}
+			}
+			return false
+		}
+	}
+	// A loads its model: it takes no request until it is ready again.
+	a.loading.Store(true)
+	waitFor(t, "a to be marked unhealthy", healthy("a", false))
+	for i := range 20 {
+		if resp, body := s.do(t, "POST", wire.PathChatCompletions, chatBody("hi", false), "x-conversation-id", fmt.Sprint("c", i)); resp.StatusCode != 200 {
+			t.Fatalf("request %d: %d %s", i, resp.StatusCode, body)
+		}
+	}
+	if a.served.Load() != 0 || b.served.Load() != 20 {
+		t.Errorf("loading replica served %d, ready one %d; want 0 and 20", a.served.Load(), b.served.Load())
+	}
+	if resp, body := s.do(t, "GET", "/replicas", ""); !strings.Contains(body, `"healthy": false`) {
+		t.Errorf("/replicas does not show a as unhealthy: %d %s", resp.StatusCode, body)
+	}
+	a.loading.Store(false)
+	waitFor(t, "a to be healthy again", healthy("a", true))
+	if !s.waitLog(t, `"msg":"replica_unhealthy"`) || !s.waitLog(t, `"msg":"replica_healthy"`) {
+		t.Error("health changes not logged")
+	}
+	// Every replica dead: /readyz 503, requests 503 "no ready replica".
+	if resp, _ := s.do(t, "GET", "/readyz", ""); resp.StatusCode != 200 {
+		t.Fatalf("/readyz with healthy replicas: %d", resp.StatusCode)
+	}
+	a.srv.Close()
+	b.srv.Close()
+	waitFor(t, "both to be marked unhealthy", func() bool { return healthy("a", false)() && healthy("b", false)() })
+	resp, body := s.do(t, "GET", "/readyz", "")
+	if resp.StatusCode != 503 || !strings.Contains(body, "no healthy replica (2 on the ring") {
+		t.Errorf("/readyz with every replica dead: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := s.do(t, "POST", wire.PathChatCompletions, chatBody("hi", false)); resp.StatusCode != 503 {
+		t.Errorf("request with every replica dead: %d %s, want 503", resp.StatusCode, body)
+	}
 }

@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -72,6 +73,8 @@ type Router struct {
 	mu     sync.Mutex // guards policy settings (admin API)
 	params policy.Params
 	name   string
+
+	draining atomic.Bool // readiness fails: Serve is shutting down
 
 	admin      *http.ServeMux
 	adminToken [sha256.Size]byte // sha256 of the admin bearer token
@@ -185,6 +188,7 @@ func (r *Router) Serve(ctx context.Context, ln net.Listener, src discovery.Sourc
 			errc <- fmt.Errorf("discovery: %w", err)
 		}
 	}()
+	go r.runHealthChecks(ctx)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- err

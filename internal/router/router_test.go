@@ -527,7 +527,7 @@ func TestMetricsGolden(t *testing.T) {
 	for testutil.ToFloat64(h.rt.metrics.requests.WithLabelValues("consistent", "llm-0", "home", "200")) < 3 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	names := []string{"llm_ring_requests_total", "llm_ring_prompt_tokens_total", "llm_ring_predicted_tokens_total", "llm_ring_replicas"}
+	names := []string{"llm_ring_requests_total", "llm_ring_prompt_tokens_total", "llm_ring_predicted_tokens_total", "llm_ring_replicas", "llm_ring_replica_healthy", "llm_ring_buffered_body_bytes"}
 	const golden = "testdata/metrics.golden"
 	if *update {
 		mfs, err := h.rt.Registry().Gather()
