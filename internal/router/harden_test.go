@@ -647,3 +647,129 @@ func TestHealthChecks(t *testing.T) {
 		t.Errorf("request with every replica dead: %d %s, want 503", resp.StatusCode, body)
 	}
 }
+
+// TestSafeLogs is a regression test for issue 10: a 100 KB
+// x-conversation-id made a 103 KB log line per request, and the user field
+// (often an e-mail address) was logged verbatim. The conversation is now
+// logged as a short hash and every line stays small.
+func TestSafeLogs(t *testing.T) {
+	h := newHarness(t, "llm-aware", 2)
+	huge := strings.Repeat("k", 100<<10)
+	h.post(t, wire.PathChatCompletions, chatBody("hi", false), "x-conversation-id", huge)
+	h.post(t, wire.PathChatCompletions, `{"user":"alice@example.com","messages":[{"role":"user","content":"hi"}]}`)
+	h.fakes[0].srv.Close() // a failover line too
+	h.fakes[1].srv.Close()
+	h.post(t, wire.PathChatCompletions, chatBody("hi", false), "x-conversation-id", huge)
+	h.idle(t)
+	if !h.waitLog(t, `"key_source":"body:user"`) || !h.waitLog(t, `"status":502`) {
+		t.Fatalf("requests not logged:\n%.2000s", h.logText())
+	}
+	for _, line := range strings.Split(strings.TrimSpace(h.logText()), "\n") {
+		if len(line) > 4096 {
+			t.Errorf("log line of %d bytes: %.300s…", len(line), line)
+		}
+		if strings.Contains(line, "kkkkkkkk") || strings.Contains(line, "alice") {
+			t.Errorf("conversation key logged verbatim: %.300s", line)
+		}
+		var l struct{ Conversation string }
+		if json.Unmarshal([]byte(line), &l); l.Conversation != "" && len(l.Conversation) != 16 {
+			t.Errorf("conversation %q is not a 16-hex-digit hash", l.Conversation)
+		}
+	}
+}
+
+// TestMethodNotAllowed is a regression test for issue 10: POST /healthz
+// answered 404. Wrong methods on the status endpoints are 405 with Allow and
+// a JSON body; unknown paths stay a clear 404.
+func TestMethodNotAllowed(t *testing.T) {
+	h := newHarness(t, "llm-aware", 1)
+	for _, tt := range []struct {
+		method, path string
+		status       int
+		allow        string
+	}{
+		{"POST", "/healthz", 405, "GET, HEAD"},
+		{"PUT", "/readyz", 405, "GET, HEAD"},
+		{"DELETE", "/metrics", 405, "GET, HEAD"},
+		{"POST", "/replicas", 405, "GET, HEAD"},
+		{"HEAD", "/healthz", 200, ""},
+		// The proxied paths accept POST only.
+		{"GET", wire.PathCompletion, 405, "POST"},
+		// Unknown paths: 404 naming what the router serves.
+		{"GET", "/v2/unknown", 404, ""},
+	} {
+		req, _ := http.NewRequest(tt.method, h.srv.URL+tt.path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var eb wire.ErrorBody
+		if resp.StatusCode != tt.status || resp.Header.Get("Allow") != tt.allow ||
+			(tt.status != 200 && (json.Unmarshal(b, &eb) != nil || eb.Error.Code != tt.status)) {
+			t.Errorf("%s %s: %d Allow %q %s; want %d Allow %q with a JSON error", tt.method, tt.path, resp.StatusCode, resp.Header.Get("Allow"), b, tt.status, tt.allow)
+		}
+	}
+}
+
+// TestDrain is a regression test for issue 10: on SIGTERM the listener
+// closed at once (new connections refused while Kubernetes still sent
+// traffic) and requests cut at the end of the grace period were never
+// logged. Now readiness fails first, new connections are served for
+// shutdown_delay, then in-flight requests drain up to shutdown_grace and
+// those still running are logged as cut.
+func TestDrain(t *testing.T) {
+	s := serveHarness(t, "consistent", 1, func(c *config.Router) {
+		c.ShutdownDelay = config.Duration(time.Second)
+		c.ShutdownGrace = config.Duration(200 * time.Millisecond)
+	})
+	f := s.fakes[0]
+	f.hold = make(chan struct{}) // every answer waits: the held request outlives the grace
+	held := make(chan string, 1)
+	go func() {
+		resp, err := http.Post(s.url+wire.PathChatCompletions, "application/json", strings.NewReader(chatBody("long", true)))
+		if err != nil {
+			held <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		held <- string(b)
+	}()
+	waitFor(t, "the held request to reach the replica", func() bool { return f.calls.Load() == 1 })
+	start := time.Now()
+	s.cancel() // SIGTERM
+	s.cancel = nil
+	waitFor(t, "readiness to fail", func() bool {
+		resp, err := http.Get(s.url + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 503
+	})
+	// A new connection during shutdown_delay is accepted and served.
+	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := fresh.Get(s.url + "/healthz")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("new connection during shutdown_delay: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	if since := time.Since(start); since >= time.Second {
+		t.Skipf("the machine took %s to get here; the delay is over", since)
+	}
+	if err := <-s.done; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+	if since := time.Since(start); since < time.Second {
+		t.Errorf("Serve returned %s after the signal, before shutdown_delay", since)
+	}
+	<-held
+	if !s.waitLog(t, `"error_kind":"cut"`) {
+		t.Errorf("the request cut at the end of the grace is not logged as cut:\n%s", s.logText())
+	}
+	if s.inflight() != 0 {
+		t.Error("load not released")
+	}
+}

@@ -75,6 +75,12 @@ type Router struct {
 	name   string
 
 	draining atomic.Bool // readiness fails: Serve is shutting down
+	// Every proxied request's context ends with flights: Serve cancels it
+	// (stopFlights) to cut the requests still running when the grace ends.
+	flights     context.Context
+	stopFlights context.CancelFunc
+	cut         atomic.Bool  // stopFlights was called
+	inflight    atomic.Int64 // proxied requests being handled
 
 	admin      *http.ServeMux
 	adminToken [sha256.Size]byte // sha256 of the admin bearer token
@@ -112,6 +118,7 @@ func New(opts Options) (*Router, error) {
 			maxOutput:   cfg.MaxOutputTokens,
 		},
 	}
+	r.flights, r.stopFlights = context.WithCancel(context.Background())
 	r.budget.sem, r.budget.wait = semaphore.NewWeighted(cfg.Server.MaxBufferedBodyBytes), cfg.Server.MaxBufferedBodyWait.D()
 	if r.base == nil {
 		r.base = &http.Transport{
@@ -136,6 +143,12 @@ func New(opts Options) (*Router, error) {
 	r.mux = http.NewServeMux()
 	for _, p := range []string{wire.PathCompletion, wire.PathChatCompletions, wire.PathCompletions} {
 		r.mux.HandleFunc(p, r.serveProxied)
+	}
+	for _, p := range []string{"/healthz", "/readyz", "/metrics", "/replicas"} {
+		r.mux.HandleFunc(p, func(w http.ResponseWriter, req *http.Request) {
+			w.Header().Set("Allow", "GET, HEAD")
+			r.fail(w, &httpError{http.StatusMethodNotAllowed, wire.ErrTypeInvalidRequest, p + " accepts GET only"})
+		})
 	}
 	r.mux.HandleFunc("GET /healthz", r.serveHealth)
 	r.mux.HandleFunc("GET /readyz", r.serveReady)
@@ -175,20 +188,25 @@ func (r *Router) SetReplicas(rs []discovery.Replica) {
 	r.log.Info("replicas_changed", slog.Int("count", len(names)), slog.Any("replicas", names))
 }
 
-// Serve serves HTTP on ln and follows src until ctx is done, then stops
-// accepting, lets in-flight requests finish for up to shutdown_grace, and
-// returns nil. A discovery source that fails is an error.
+// Serve serves HTTP on ln and follows src until ctx is done, then drains
+// as Kubernetes expects: readiness fails at once, the listener keeps
+// accepting and serving for shutdown_delay (while the endpoint is removed
+// everywhere), then it closes and in-flight requests have up to
+// shutdown_grace to finish; those still running are cut, and logged as
+// cut. Serve returns nil once every request has ended. A discovery source
+// that fails is an error.
 func (r *Router) Serve(ctx context.Context, ln net.Listener, src discovery.Source) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// Discovery and health checks go on while draining.
+	bg, stopBg := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBg()
 	srv := r.newServer(r)
 	errc := make(chan error, 2)
 	go func() {
-		if err := src.Run(ctx, r.SetReplicas); err != nil {
+		if err := src.Run(bg, r.SetReplicas); err != nil {
 			errc <- fmt.Errorf("discovery: %w", err)
 		}
 	}()
-	go r.runHealthChecks(ctx)
+	go r.runHealthChecks(bg)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- err
@@ -200,13 +218,26 @@ func (r *Router) Serve(ctx context.Context, ln net.Listener, src discovery.Sourc
 	case <-ctx.Done():
 	case runErr = <-errc:
 	}
-	grace := r.cfg.ShutdownGrace.D()
-	r.log.Info("shutting down", slog.Duration("grace", grace))
-	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+	r.draining.Store(true)
+	delay, grace := r.cfg.ShutdownDelay.D(), r.cfg.ShutdownGrace.D()
+	r.log.Info("shutting down", slog.Duration("delay", delay), slog.Duration("grace", grace))
+	if runErr == nil && delay > 0 {
+		select {
+		case <-time.After(delay):
+		case runErr = <-errc:
+		}
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), grace)
 	defer scancel()
 	if err := srv.Shutdown(sctx); err != nil {
-		r.log.Warn("grace period over; closing remaining connections", slog.Any("error", err))
+		r.log.Warn("grace period over; cutting the requests still running", slog.Int64("requests", r.inflight.Load()))
+		r.cut.Store(true)
+		r.stopFlights()
 		srv.Close()
+	}
+	// Wait for the cut requests' handlers to log them.
+	for deadline := time.Now().Add(5 * time.Second); r.inflight.Load() > 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
 	}
 	return runErr
 }
@@ -226,6 +257,7 @@ func (r *Router) newServer(h http.Handler) *http.Server {
 
 // flight is one proxied request, from routing to release.
 type flight struct {
+	ctx    context.Context // the request's, ended by the client or by a cut
 	start  time.Time
 	kind   apiKind
 	in     state.Input
@@ -260,6 +292,12 @@ func (r *Router) serveProxied(w http.ResponseWriter, req *http.Request) {
 		r.fail(w, &httpError{http.StatusMethodNotAllowed, wire.ErrTypeInvalidRequest, req.URL.Path + " accepts POST only"})
 		return
 	}
+	r.inflight.Add(1)
+	defer r.inflight.Add(-1)
+	ctx, cancel := context.WithCancel(req.Context())
+	defer cancel()
+	defer context.AfterFunc(r.flights, cancel)()
+	req = req.WithContext(ctx)
 	start := time.Now()
 	body, held, ok := r.readRequestBody(w, req)
 	if !ok {
@@ -272,7 +310,7 @@ func (r *Router) serveProxied(w http.ResponseWriter, req *http.Request) {
 		r.fail(w, err)
 		return
 	}
-	f := &flight{start: start, kind: kind, p: p, body: body,
+	f := &flight{ctx: ctx, start: start, kind: kind, p: p, body: body,
 		in: state.Input{Key: p.key, Hash: ring.HashString(p.key), Chars: p.chars, Tokens: p.tokens, MaxTokens: p.maxTokens}}
 	t0 := time.Now()
 	f.ticket, f.d, err = r.table.Route(f.in, t0.UnixNano())
@@ -410,6 +448,10 @@ func (r *Router) proxyError(w http.ResponseWriter, req *http.Request, err error)
 	f := flightOf(req.Context())
 	var he *httpError
 	switch {
+	case req.Context().Err() != nil && r.cut.Load():
+		f.errKind, f.errMsg = "cut", "cut at the end of shutdown_grace"
+		f.status = http.StatusServiceUnavailable // the connection is closed; recorded for the log only
+		return
 	case req.Context().Err() != nil:
 		f.errKind, f.errMsg = "client", "client went away: "+err.Error()
 		f.status = 499 // nobody is listening; recorded for the log only
@@ -444,6 +486,14 @@ func (r *Router) proxyError(w http.ResponseWriter, req *http.Request, err error)
 // client (the replica died, or stalled past upstream.idle_timeout) and
 // returns the SSE error event the client gets before the stream is closed.
 func (r *Router) broken(f *flight, err error) []byte {
+	switch {
+	case f.ctx.Err() != nil && r.cut.Load():
+		f.errKind, f.errMsg, f.status = "cut", "cut at the end of shutdown_grace", http.StatusServiceUnavailable
+		return errorEvent(f.status, "the router is shutting down: "+f.errMsg)
+	case f.ctx.Err() != nil:
+		f.errKind, f.errMsg = "client", "client disconnected before the answer ended"
+		return nil
+	}
 	if errors.Is(err, errUpstreamIdle) {
 		f.errKind, f.status = "stall", http.StatusGatewayTimeout
 		f.errMsg = fmt.Sprintf("replica %s sent nothing for upstream.idle_timeout (%s)", f.ticket.Replica.Name, r.cfg.Upstream.IdleTimeout.D())
@@ -480,9 +530,12 @@ func (r *Router) finish(ctx context.Context, f *flight) {
 	if f.obs != nil {
 		c = f.obs.counts()
 		if !complete && f.errKind == "" {
-			if ctx.Err() != nil {
+			switch {
+			case ctx.Err() != nil && r.cut.Load():
+				f.errKind, f.errMsg, f.status = "cut", "cut at the end of shutdown_grace", http.StatusServiceUnavailable
+			case ctx.Err() != nil:
 				f.errKind, f.errMsg = "client", "client disconnected before the answer ended"
-			} else {
+			default:
 				f.errKind, f.errMsg, f.status = "broken", "the replica's answer broke off", http.StatusBadGateway
 				r.metrics.upstreamErrors.WithLabelValues(f.ticket.Replica.Name, "broken").Inc()
 			}
@@ -540,7 +593,7 @@ func (r *Router) finish(ctx context.Context, f *flight) {
 	if f.errKind != "" {
 		attrs = append(attrs, slog.String("error_kind", f.errKind), slog.String("error", clip(f.errMsg, 512)))
 	}
-	attrs = append(attrs, slog.String("trace", f.d.Format()))
+	attrs = append(attrs, slog.String("trace", clip(f.d.Format(), 4096)))
 	r.log.LogAttrs(ctx, level, "request", attrs...)
 }
 
