@@ -17,6 +17,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -113,6 +114,8 @@ type system struct {
 	accounts     map[string]*corev1.ServiceAccount
 	roles        map[string]*rbacv1.Role
 	bindings     map[string]*rbacv1.RoleBinding
+	secrets      map[string]*corev1.Secret
+	netpols      map[string]*networkingv1.NetworkPolicy
 }
 
 // workload is a Deployment or StatefulSet seen through its pod template.
@@ -159,6 +162,8 @@ func load(t *testing.T, dir string) *system {
 		accounts:     map[string]*corev1.ServiceAccount{},
 		roles:        map[string]*rbacv1.Role{},
 		bindings:     map[string]*rbacv1.RoleBinding{},
+		secrets:      map[string]*corev1.Secret{},
+		netpols:      map[string]*networkingv1.NetworkPolicy{},
 	}
 	s.objects = render(t, dir)
 	for _, u := range s.objects {
@@ -190,6 +195,10 @@ func load(t *testing.T, dir string) *system {
 			s.roles[name] = o
 		case *rbacv1.RoleBinding:
 			s.bindings[name] = o
+		case *corev1.Secret:
+			s.secrets[name] = o
+		case *networkingv1.NetworkPolicy:
+			s.netpols[name] = o
 		default:
 			t.Fatalf("%s: %s %s: kind not covered by the manifest tests", dir, u.GetKind(), name)
 		}
