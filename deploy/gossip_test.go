@@ -93,3 +93,29 @@ func TestGossipSecretTemplate(t *testing.T) {
 		}
 	}
 }
+
+// secretTemplate returns the Secret called name from the base's
+// *-secret.template.yaml files (created by hand, never applied from git),
+// or nil.
+func secretTemplate(t *testing.T, name string) *corev1.Secret {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(baseDir, "*-secret.template.yaml"))
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs, err := splitYAML(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range docs {
+			if obj, err := decodeStrict(d); err == nil {
+				if sec, ok := obj.(*corev1.Secret); ok && sec.Name == name {
+					return sec
+				}
+			}
+		}
+	}
+	return nil
+}

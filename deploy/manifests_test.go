@@ -13,9 +13,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -456,8 +458,108 @@ func checkRouter(t *testing.T, s *system) {
 			t.Errorf("router %s probe must be GET %s on port http", probe.name, probe.path)
 		}
 	}
-	if g := d.Spec.Template.Spec.TerminationGracePeriodSeconds; g == nil || float64(*g) <= cfg.ShutdownGrace.D().Seconds() {
-		t.Errorf("terminationGracePeriodSeconds must exceed shutdown_grace (%s)", cfg.ShutdownGrace.D())
+	if g := d.Spec.Template.Spec.TerminationGracePeriodSeconds; g == nil || float64(*g) <= (cfg.ShutdownDelay.D()+cfg.ShutdownGrace.D()).Seconds() {
+		t.Errorf("terminationGracePeriodSeconds must exceed shutdown_delay + shutdown_grace (%s + %s)", cfg.ShutdownDelay.D(), cfg.ShutdownGrace.D())
+	}
+	checkRouterDrain(t, cfg, c)
+	checkRouterAdmin(t, s, cfg, d, c)
+}
+
+// Issue 10, draining: readiness must fail (and Kubernetes remove the
+// endpoint) within shutdown_delay, while the listener still serves.
+func checkRouterDrain(t *testing.T, cfg *config.Router, c corev1.Container) {
+	if cfg.ShutdownDelay <= 0 {
+		t.Errorf("router.yaml: shutdown_delay is 0: the listener would close while endpoints still send traffic")
+	}
+	if p := c.ReadinessProbe; p != nil {
+		if fail := time.Duration(p.PeriodSeconds*p.FailureThreshold) * time.Second; fail > cfg.ShutdownDelay.D() {
+			t.Errorf("the readiness probe notices a draining router after %s, longer than shutdown_delay %s", fail, cfg.ShutdownDelay.D())
+		}
+	}
+}
+
+// Issue 10, the admin API apart: it listens on its own container port, which
+// no Service exposes; its token comes from a mounted Secret; a NetworkPolicy
+// lets everyone reach the client port and only labelled pods the admin port.
+func checkRouterAdmin(t *testing.T, s *system, cfg *config.Router, d *appsv1.Deployment, c corev1.Container) {
+	if cfg.Admin.Listen == "" {
+		t.Fatal("router.yaml: admin.listen is empty: the runner cannot switch policies")
+	}
+	_, port, err := net.SplitHostPort(cfg.Admin.Listen)
+	if err != nil {
+		t.Fatalf("router.yaml: admin.listen: %v", err)
+	}
+	if p := namedPort(c, "admin"); p == 0 || strconv.Itoa(int(p)) != port {
+		t.Errorf("router container port admin = %d, router.yaml admin.listen is %s", p, cfg.Admin.Listen)
+	}
+	for _, svc := range s.services {
+		if !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(d.Spec.Template.Labels)) {
+			continue
+		}
+		for _, sp := range svc.Spec.Ports {
+			if sp.TargetPort.String() == "admin" || sp.TargetPort.String() == port {
+				t.Errorf("Service %s exposes the admin port (%s)", svc.Name, sp.Name)
+			}
+		}
+	}
+	// The token file is in a mounted Secret that the manifests or a
+	// template (created by hand: no token comes from git) define.
+	dir, _ := path.Split(cfg.Admin.TokenFile)
+	found := false
+	for _, m := range c.VolumeMounts {
+		if path.Clean(m.MountPath) != path.Clean(dir) {
+			continue
+		}
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			if v.Name == m.Name && v.Secret != nil {
+				sec := s.secrets[v.Secret.SecretName]
+				if sec == nil {
+					sec = secretTemplate(t, v.Secret.SecretName)
+				}
+				if sec == nil {
+					t.Errorf("admin token volume: Secret %q does not exist", v.Secret.SecretName)
+				} else {
+					found = true // its key is created by hand (the template says how); no token comes from git
+				}
+			}
+		}
+	}
+	if !found {
+		t.Errorf("admin.token_file %s is not a key of a Secret mounted at %s", cfg.Admin.TokenFile, dir)
+	}
+	// The NetworkPolicy.
+	var np *networkingv1.NetworkPolicy
+	for _, p := range s.netpols {
+		sel, err := metav1.LabelSelectorAsSelector(&p.Spec.PodSelector)
+		if err == nil && sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+			np = p
+		}
+	}
+	if np == nil {
+		t.Fatal("no NetworkPolicy selects the router's pods")
+	}
+	if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
+		t.Errorf("NetworkPolicy %s does not restrict ingress", np.Name)
+	}
+	openTo := func(portName string) (anyone, some bool) {
+		for _, rule := range np.Spec.Ingress {
+			for _, p := range rule.Ports {
+				if p.Port != nil && p.Port.String() == portName {
+					if len(rule.From) == 0 {
+						anyone = true
+					} else {
+						some = true
+					}
+				}
+			}
+		}
+		return anyone, some
+	}
+	if anyone, _ := openTo("http"); !anyone {
+		t.Errorf("NetworkPolicy %s does not let clients reach the router's http port", np.Name)
+	}
+	if anyone, some := openTo("admin"); anyone || !some {
+		t.Errorf("NetworkPolicy %s: the admin port must be open to selected pods only (anyone %v, selected %v)", np.Name, anyone, some)
 	}
 }
 

@@ -114,7 +114,8 @@ type system struct {
 	accounts     map[string]*corev1.ServiceAccount
 	roles        map[string]*rbacv1.Role
 	bindings     map[string]*rbacv1.RoleBinding
-	netpols      []*networkingv1.NetworkPolicy
+	secrets      map[string]*corev1.Secret
+	netpols      map[string]*networkingv1.NetworkPolicy
 }
 
 // workload is a Deployment or StatefulSet seen through its pod template.
@@ -161,6 +162,8 @@ func load(t *testing.T, dir string) *system {
 		accounts:     map[string]*corev1.ServiceAccount{},
 		roles:        map[string]*rbacv1.Role{},
 		bindings:     map[string]*rbacv1.RoleBinding{},
+		secrets:      map[string]*corev1.Secret{},
+		netpols:      map[string]*networkingv1.NetworkPolicy{},
 	}
 	s.objects = render(t, dir)
 	for _, u := range s.objects {
@@ -192,8 +195,10 @@ func load(t *testing.T, dir string) *system {
 			s.roles[name] = o
 		case *rbacv1.RoleBinding:
 			s.bindings[name] = o
+		case *corev1.Secret:
+			s.secrets[name] = o
 		case *networkingv1.NetworkPolicy:
-			s.netpols = append(s.netpols, o) // checked in gossip_test.go
+			s.netpols[name] = o
 		default:
 			t.Fatalf("%s: %s %s: kind not covered by the manifest tests", dir, u.GetKind(), name)
 		}

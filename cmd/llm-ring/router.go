@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -46,7 +47,31 @@ func cmdRouter(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	return rt.Serve(ctx, ln, src)
+	if cfg.Admin.Listen == "" {
+		return rt.Serve(ctx, ln, src)
+	}
+	// The admin API on its own listener; it stops with the router.
+	aln, err := net.Listen("tcp", cfg.Admin.Listen)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("admin.listen: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	adminErr := make(chan error, 1)
+	go func() {
+		err := rt.ServeAdmin(ctx, aln)
+		if err != nil {
+			cancel() // the admin listener failed: stop the router too
+		}
+		adminErr <- err
+	}()
+	err = rt.Serve(ctx, ln, src)
+	cancel()
+	if aerr := <-adminErr; aerr != nil && err == nil {
+		err = fmt.Errorf("admin: %w", aerr)
+	}
+	return err
 }
 
 // discoverySource builds the configured replica source.

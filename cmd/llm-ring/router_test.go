@@ -55,11 +55,20 @@ func TestRouterStartsAndStops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
+	aln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, adminAddr := ln.Addr().String(), aln.Addr().String()
 	ln.Close()
+	aln.Close()
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "token"), []byte("t0ken\n"), 0o600)
 	cfg := strings.Replace(string(ex), `listen: "127.0.0.1:8080"`, `listen: "`+addr+`"`, 1)
 	cfg = strings.Replace(cfg, "shutdown_grace: 30s", "shutdown_grace: 2s", 1)
-	path := filepath.Join(t.TempDir(), "router.yaml")
+	cfg = strings.Replace(cfg, `  listen: ""`, `  listen: "`+adminAddr+`"`, 1)
+	cfg = strings.Replace(cfg, `  token_file: ""`, `  token_file: "`+filepath.Join(dir, "token")+`"`, 1)
+	path := filepath.Join(dir, "router.yaml")
 	os.WriteFile(path, []byte(cfg), 0o644)
 	ctx, cancel := context.WithCancel(context.Background())
 	var stdout, stderr bytes.Buffer
@@ -78,6 +87,22 @@ func TestRouterStartsAndStops(t *testing.T) {
 			t.Fatalf("router never ready: %v %s", err, stderr.String())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	// The admin API answers on its own address with the token, never on the client's.
+	for _, tt := range []struct {
+		addr, token string
+		code        int
+	}{{adminAddr, "t0ken", 200}, {adminAddr, "", 401}, {addr, "t0ken", 404}} {
+		req, _ := http.NewRequest("GET", "http://"+tt.addr+"/admin/policy", nil)
+		if tt.token != "" {
+			req.Header.Set("Authorization", "Bearer "+tt.token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != tt.code {
+			t.Errorf("GET /admin/policy on %s with token %q: %v %v, want %d", tt.addr, tt.token, err, resp, tt.code)
+		} else {
+			resp.Body.Close()
+		}
 	}
 	cancel()
 	if code := <-done; code != 0 {

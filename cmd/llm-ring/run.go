@@ -56,7 +56,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	sharedCPU := fs.Bool("shared-cpu", true, "embedded replicas share one compute budget, as on the seed's laptop")
 	routerConfig := fs.String("router-config", "", "embedded router's configuration (YAML, as config/router.yaml; policy, listen and discovery are set per run)")
 	routerLog := fs.String("router-log", "", "write the embedded router's JSON log (every decision with its trace) to this file")
-	routerURL := fs.String("router", "", "drive an existing router at this URL instead of embedded replicas (its policy is switched with PUT /admin/policy)")
+	routerURL := fs.String("router", "", "drive an existing router at this URL instead of embedded replicas (its policy is switched through its admin API, --admin)")
+	adminURL := fs.String("admin", "", "with --router: the router's admin API (admin.listen), e.g. http://127.0.0.1:9090")
+	adminTokenFile := fs.String("admin-token-file", "", "with --router: file holding the admin API's bearer token (the router's admin.token_file)")
 	scaleCmd := fs.String("scale-cmd", "", "with --router: command adding the extra replica at --scale-at, e.g. \"kubectl scale statefulset/llm --replicas=4\"")
 	unscaleCmd := fs.String("unscale-cmd", "", "with --router: command removing it after each run, e.g. \"kubectl scale statefulset/llm --replicas=3\"")
 	prepare := fs.Bool("prepare", false, "with --router: add and remove the extra replica once before the first run (so runs pay a model load, not a download)")
@@ -77,6 +79,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		NoHeaders:    *noHeaders,
 		SharedCPU:    *sharedCPU,
 		RouterURL:    *routerURL,
+		AdminURL:     *adminURL,
 		ScaleCmd:     *scaleCmd,
 		UnscaleCmd:   *unscaleCmd,
 		Prepare:      *prepare,
@@ -123,7 +126,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			}
 		}
 	} else {
-		for _, name := range []string{"scale-cmd", "unscale-cmd", "prepare", "poll"} {
+		for _, name := range []string{"scale-cmd", "unscale-cmd", "prepare", "poll", "admin", "admin-token-file"} {
 			if set[name] {
 				return usageError{fmt.Errorf("--%s applies to an external router only (give its URL with --router)", name)}
 			}
@@ -140,6 +143,15 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	spec.ReplicaPreset = *replicaPreset
 	if *routerURL != "" {
 		spec.ReplicaPreset = ""
+	}
+	if *adminTokenFile != "" {
+		b, err := os.ReadFile(*adminTokenFile)
+		if err != nil {
+			return usageError{fmt.Errorf("--admin-token-file: %w", err)}
+		}
+		if spec.AdminToken = strings.TrimSpace(string(b)); spec.AdminToken == "" {
+			return usageError{fmt.Errorf("--admin-token-file: %s is empty", *adminTokenFile)}
+		}
 	}
 	if *routerConfig != "" {
 		if spec.RouterConfig, err = config.Load(*routerConfig); err != nil {

@@ -39,12 +39,22 @@ type Router struct {
 	Signals         Signals                    `json:"signals"`
 	CharsPerToken   float64                    `json:"chars_per_token"`
 	// DefaultMaxTokens is the expected output of a request that names none.
-	DefaultMaxTokens int             `json:"default_max_tokens"`
-	ConversationKey  ConversationKey `json:"conversation_key"`
-	MaxBodyBytes     int64           `json:"max_body_bytes"`
-	Upstream         Upstream        `json:"upstream"`
-	ShutdownGrace    Duration        `json:"shutdown_grace"`
-	Discovery        Discovery       `json:"discovery"`
+	DefaultMaxTokens int `json:"default_max_tokens"`
+	// MaxOutputTokens caps max_tokens / n_predict: a request asking for
+	// more is a 400 naming the field.
+	MaxOutputTokens int             `json:"max_output_tokens"`
+	ConversationKey ConversationKey `json:"conversation_key"`
+	MaxBodyBytes    int64           `json:"max_body_bytes"`
+	Server          Server          `json:"server"`
+	Admin           Admin           `json:"admin"`
+	Upstream        Upstream        `json:"upstream"`
+	HealthCheck     HealthCheck     `json:"health_check"`
+	// ShutdownDelay: on SIGTERM, readiness fails at once but the listener
+	// keeps serving for this long (Kubernetes removes the endpoint), then
+	// in-flight requests drain for up to ShutdownGrace.
+	ShutdownDelay Duration  `json:"shutdown_delay"`
+	ShutdownGrace Duration  `json:"shutdown_grace"`
+	Discovery     Discovery `json:"discovery"`
 }
 
 // PrefixIndex sizes the approximate prefix index: per replica, the prompt
@@ -92,6 +102,8 @@ type Upstream struct {
 	DialTimeout     Duration `json:"dial_timeout"`
 	ResponseTimeout Duration `json:"response_timeout"`
 	MaxAttempts     int      `json:"max_attempts"`
+	// IdleTimeout ends an answer from which no byte came for this long.
+	IdleTimeout Duration `json:"idle_timeout"`
 }
 
 // Discovery says where the replica set comes from.
@@ -503,6 +515,7 @@ func (c *Router) Validate() error {
 	if c.ShutdownGrace < 0 {
 		bad("shutdown_grace", "must not be negative")
 	}
+	c.validateServing(bad)
 	switch c.Discovery.Mode {
 	case "static":
 		if len(c.Discovery.Static) == 0 {

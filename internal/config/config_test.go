@@ -64,6 +64,19 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"bad mode", func(s string) string { return strings.Replace(s, "mode: static", "mode: consul", 1) }, "discovery.mode"},
 		// kubernetes mode needs its block, static mode does not.
 		{"kubernetes without block", func(s string) string { return strings.Replace(s, "mode: static", "mode: kubernetes", 1) }, "discovery.kubernetes: missing"},
+		// Issue 10's keys: required, typed, validated.
+		{"missing server.read_timeout", func(s string) string { return strings.Replace(s, "  read_timeout: 30s", "", 1) }, "server.read_timeout: missing"},
+		{"budget under max_body_bytes", func(s string) string {
+			return strings.Replace(s, "max_buffered_body_bytes: 67108864", "max_buffered_body_bytes: 1024", 1)
+		}, "server.max_buffered_body_bytes: must be ≥ max_body_bytes"},
+		{"admin without token", func(s string) string { return strings.Replace(s, `  listen: ""`, `  listen: "127.0.0.1:9090"`, 1) }, "admin.token_file: must be set"},
+		{"no upstream idle timeout", func(s string) string { return strings.Replace(s, "idle_timeout: 2m ", "idle_timeout: 0s ", 2) }, "upstream.idle_timeout: must be > 0"},
+		{"bad health path", func(s string) string { return strings.Replace(s, "path: /health", "path: health", 1) }, "health_check.path: must start with /"},
+		{"health threshold zero", func(s string) string { return strings.Replace(s, "healthy_threshold: 1", "healthy_threshold: 0", 1) }, "health_check.healthy_threshold"},
+		{"max_output_tokens under the default", func(s string) string {
+			return strings.Replace(s, "max_output_tokens: 32768", "max_output_tokens: 64", 1)
+		}, "default_max_tokens: must be ≤ max_output_tokens (64)"},
+		{"negative shutdown_delay", func(s string) string { return strings.Replace(s, "shutdown_delay: 0s", "shutdown_delay: -1s", 1) }, "shutdown_delay: must not be negative"},
 		{"not a mapping", func(string) string { return "- a\n- b\n" }, "mapping"},
 		{"broken YAML", func(s string) string { return s + "\n  : :\n\t-" }, "YAML"},
 	}

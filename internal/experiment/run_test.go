@@ -311,6 +311,7 @@ type fakeCluster struct {
 	host     *replica.Host
 	rt       *router.Router
 	url      string
+	adminURL string // the router's admin API, token "t0ken"
 	replicas []discovery.Replica
 	ctx      context.Context
 	calls    []string
@@ -339,14 +340,19 @@ func newFakeCluster(t *testing.T, n int) *fakeCluster {
 	cfg := DefaultRouterConfig()
 	cfg.Policy = "round-robin"
 	cfg.Discovery.Static = c.replicas[:n]
+	cfg.Admin.Listen, cfg.Admin.TokenFile = "127.0.0.1:0", filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(cfg.Admin.TokenFile, []byte("t0ken\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	rt, err := router.New(router.Options{Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rt.SetReplicas(c.replicas[:n])
-	ln := listen(t)
+	ln, aln := listen(t), listen(t)
 	wg.Go(func() { rt.Serve(ctx, ln, discovery.Static(c.replicas[:n])) })
-	c.rt, c.url = rt, "http://"+ln.Addr().String()
+	wg.Go(func() { rt.ServeAdmin(ctx, aln) })
+	c.rt, c.url, c.adminURL = rt, "http://"+ln.Addr().String(), "http://"+aln.Addr().String()
 	return c
 }
 
@@ -394,6 +400,8 @@ func TestRunExternal(t *testing.T) {
 		Speed:        testSpeed,
 		OutDir:       t.TempDir(),
 		RouterURL:    c.url,
+		AdminURL:     c.adminURL,
+		AdminToken:   "t0ken",
 		ScaleAt:      2 * time.Second,
 		ScaleCmd:     "scale 3",
 		UnscaleCmd:   "scale 2",

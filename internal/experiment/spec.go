@@ -88,9 +88,14 @@ type Spec struct {
 
 	// External mode.
 	//
-	// RouterURL is the base URL of an existing router (it must serve the
-	// admin API: PUT /admin/policy, GET /replicas, GET /metrics).
+	// RouterURL is the base URL of an existing router's client listener
+	// (the runner reads GET /replicas and GET /metrics there).
 	RouterURL string
+	// AdminURL is the base URL of that router's admin API (its
+	// admin.listen), where the policy is switched with PUT /admin/policy.
+	AdminURL string
+	// AdminToken is the admin API's bearer token (never recorded).
+	AdminToken string
 	// ScaleCmd adds the extra replica (run with sh -c at ScaleAt), e.g.
 	// "kubectl scale statefulset/llm --replicas=4"; the replica is ready when
 	// it appears in the router's GET /replicas.
@@ -212,6 +217,11 @@ func (s *Spec) Validate() error {
 	} else {
 		if err := discovery.Validate([]discovery.Replica{{Name: "router", URL: s.RouterURL}}); err != nil {
 			bad("router URL %q: must be an absolute http(s) URL", s.RouterURL)
+		}
+		if s.AdminURL == "" {
+			bad("an external router needs its admin API's URL (--admin: the router's admin.listen) to switch policies")
+		} else if err := discovery.Validate([]discovery.Replica{{Name: "admin", URL: s.AdminURL}}); err != nil {
+			bad("admin URL %q: must be an absolute http(s) URL", s.AdminURL)
 		}
 		if s.Replicas < 0 {
 			bad("replicas must not be negative, got %d", s.Replicas)

@@ -120,10 +120,13 @@ func TestValidateNamesTheProblem(t *testing.T) {
 		{"no output", func(s *Spec) { s.OutDir = "" }, "no output folder"},
 		{"scale command without router", func(s *Spec) { s.ScaleCmd = "true" }, "external router only"},
 		{"bad router URL", func(s *Spec) { s.RouterURL = "localhost:8080" }, "must be an absolute http(s) URL"},
+		// The admin API has its own listener: external mode needs its URL.
+		{"router without admin URL", func(s *Spec) { s.RouterURL = "http://127.0.0.1:1" }, "needs its admin API's URL"},
+		{"bad admin URL", func(s *Spec) { s.RouterURL, s.AdminURL = "http://127.0.0.1:1", "127.0.0.1:2" }, `admin URL "127.0.0.1:2"`},
 		{"external scale-up without unscale", func(s *Spec) {
-			s.RouterURL, s.ScaleAt, s.ScaleCmd = "http://127.0.0.1:1", time.Second, "true"
+			s.RouterURL, s.AdminURL, s.ScaleAt, s.ScaleCmd = "http://127.0.0.1:1", "http://127.0.0.1:2", time.Second, "true"
 		}, "needs both a scale command and an unscale command"},
-		{"prepare without commands", func(s *Spec) { s.RouterURL, s.Prepare = "http://127.0.0.1:1", true }, "prepare needs both"},
+		{"prepare without commands", func(s *Spec) { s.RouterURL, s.AdminURL, s.Prepare = "http://127.0.0.1:1", "http://127.0.0.1:2", true }, "prepare needs both"},
 	} {
 		s := good()
 		tc.change(&s)

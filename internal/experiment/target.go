@@ -381,7 +381,7 @@ func toMap(v any) map[string]any {
 }
 
 // external drives an existing router: the policy is switched through its
-// admin API, the extra replica comes and goes through shell commands, and
+// admin API (its own listener, with a bearer token), the extra replica comes and goes through shell commands, and
 // readiness is read from GET /replicas.
 type external struct {
 	spec    *Spec
@@ -472,6 +472,7 @@ func (x *external) prepare(ctx context.Context) error {
 func (x *external) describe() map[string]any {
 	return map[string]any{
 		"router_url":      x.spec.RouterURL,
+		"admin_url":       x.spec.AdminURL,
 		"router_policy":   x.policy,
 		"scale_cmd":       x.spec.ScaleCmd,
 		"unscale_cmd":     x.spec.UnscaleCmd,
@@ -520,9 +521,17 @@ func (x *external) call(ctx context.Context, method, path string, body []byte, o
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(x.spec.RouterURL, "/")+path, rd)
+	base := x.spec.RouterURL
+	admin := strings.HasPrefix(path, "/admin/")
+	if admin {
+		base = x.spec.AdminURL
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(base, "/")+path, rd)
 	if err != nil {
 		return err
+	}
+	if admin && x.spec.AdminToken != "" {
+		req.Header.Set("Authorization", "Bearer "+x.spec.AdminToken)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")

@@ -2,27 +2,130 @@ package router
 
 import (
 	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"os"
+	"strings"
+	"time"
 
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/wire"
 )
 
+// initAdmin builds the admin API's handler and, when admin.listen is set,
+// reads its bearer token from admin.token_file.
+func (r *Router) initAdmin() error {
+	if r.cfg.Admin.Listen != "" {
+		b, err := os.ReadFile(r.cfg.Admin.TokenFile)
+		if err != nil {
+			return fmt.Errorf("admin.token_file: %w", err)
+		}
+		tok := strings.TrimSpace(string(b))
+		if tok == "" {
+			return fmt.Errorf("admin.token_file: %s is empty; the admin API needs a bearer token", r.cfg.Admin.TokenFile)
+		}
+		r.adminToken, r.hasToken = sha256.Sum256([]byte(tok)), true
+	}
+	r.admin = http.NewServeMux()
+	r.admin.HandleFunc("GET /admin/policy", r.serveGetPolicy)
+	r.admin.HandleFunc("PUT /admin/policy", r.servePutPolicy)
+	r.admin.HandleFunc("POST /admin/reset", r.serveReset)
+	r.admin.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
+		r.writeError(w, &httpError{http.StatusNotFound, wire.ErrTypeNotFound,
+			fmt.Sprintf("no admin route for %s %s; the admin API serves GET and PUT /admin/policy, POST /admin/reset", req.Method, clip(req.URL.Path, 128))})
+	})
+	return nil
+}
+
+// AdminHandler is the admin API (GET/PUT /admin/policy, POST /admin/reset)
+// behind its bearer token: a request without "Authorization: Bearer
+// <admin.token_file's token>" gets 401. Serve it on its own listener
+// (ServeAdmin); the client listener never serves it.
+func (r *Router) AdminHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if !r.authorized(req) {
+			r.log.Warn("admin_unauthorized", slog.String("caller", req.RemoteAddr),
+				slog.String("method", clip(req.Method, 16)), slog.String("path", clip(req.URL.Path, 128)))
+			w.Header().Set("WWW-Authenticate", `Bearer realm="llm-ring admin"`)
+			r.writeError(w, &httpError{http.StatusUnauthorized, wire.ErrTypeInvalidRequest,
+				"the admin API requires Authorization: Bearer <the token in admin.token_file>"})
+			return
+		}
+		r.admin.ServeHTTP(w, req)
+	})
+}
+
+// authorized compares the request's bearer token with the admin token in
+// constant time (both hashed, so that not even the length leaks).
+func (r *Router) authorized(req *http.Request) bool {
+	if !r.hasToken {
+		return false
+	}
+	tok, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return false
+	}
+	got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	return subtle.ConstantTimeCompare(got[:], r.adminToken[:]) == 1
+}
+
+// ServeAdmin serves the admin API on ln until ctx is done.
+func (r *Router) ServeAdmin(ctx context.Context, ln net.Listener) error {
+	srv := r.newServer(r.AdminHandler())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	r.log.Info("admin listening", slog.String("addr", ln.Addr().String()))
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// clip bounds a string from a request before it is logged or echoed.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
 func (r *Router) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// serveReady: ready when at least one replica is on the ring.
+// serveReady: ready when at least one replica is healthy (on the ring and
+// passing its health checks), and the router is not draining.
 func (r *Router) serveReady(w http.ResponseWriter, _ *http.Request) {
-	n := len(r.table.Status().Replicas)
-	if n == 0 {
-		r.writeError(w, &httpError{http.StatusServiceUnavailable, wire.ErrTypeUnavailable, "no ready replica"})
+	if r.draining.Load() {
+		r.writeError(w, &httpError{http.StatusServiceUnavailable, wire.ErrTypeUnavailable, "draining: the router is shutting down"})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "replicas": n})
+	st := r.table.Status()
+	n, healthy := len(st.Replicas), st.Healthy()
+	if healthy == 0 {
+		r.writeError(w, &httpError{http.StatusServiceUnavailable, wire.ErrTypeUnavailable,
+			fmt.Sprintf("no healthy replica (%d on the ring, none passing its health checks)", n)})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "replicas": n, "healthy": healthy})
 }
 
 // ReplicaInfo is one row of GET /replicas.
@@ -32,6 +135,9 @@ type ReplicaInfo struct {
 	InflightRequests int64   `json:"inflight_requests"`
 	InflightTokens   int64   `json:"inflight_tokens"`
 	RingShare        float64 `json:"ring_share"`
+	// Healthy is false while the replica fails its health checks: it stays
+	// on the ring but takes no new request.
+	Healthy bool `json:"healthy"`
 }
 
 // ReplicasInfo is the body of GET /replicas.
@@ -46,7 +152,7 @@ func (r *Router) serveReplicas(w http.ResponseWriter, _ *http.Request) {
 	out := ReplicasInfo{Policy: st.Policy, PlacementEntries: st.Memory, Replicas: []ReplicaInfo{}}
 	for _, x := range st.Replicas {
 		out.Replicas = append(out.Replicas, ReplicaInfo{Name: x.Name, URL: x.URL,
-			InflightRequests: x.Load.Requests, InflightTokens: x.Load.Tokens, RingShare: x.RingShare})
+			InflightRequests: x.Load.Requests, InflightTokens: x.Load.Tokens, RingShare: x.RingShare, Healthy: x.Healthy})
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -128,13 +234,12 @@ func (r *Router) servePutPolicy(w http.ResponseWriter, req *http.Request) {
 		r.table.Reset()
 	}
 	now := r.current()
-	r.log.Info("policy_changed", slog.String("remote", req.RemoteAddr), slog.Bool("reset", in.Reset),
-		slog.Any("old", old), slog.Any("new", now))
+	r.log.Info("policy_changed", slog.String("caller", req.RemoteAddr), slog.Any("old", old), slog.Any("new", now), slog.Bool("reset", in.Reset))
 	writeJSON(w, http.StatusOK, now)
 }
 
-func (r *Router) serveReset(w http.ResponseWriter, _ *http.Request) {
+func (r *Router) serveReset(w http.ResponseWriter, req *http.Request) {
 	r.table.Reset()
-	r.log.Info("state_reset")
+	r.log.Info("state_reset", slog.String("caller", req.RemoteAddr))
 	writeJSON(w, http.StatusOK, map[string]string{"status": "reset"})
 }

@@ -73,6 +73,12 @@ type observer struct {
 	rc   io.ReadCloser
 	sse  bool
 	done func(counts)
+	// onBreak is called when the body fails before the answer ended; what
+	// it returns (an SSE error event) is passed to the client before the
+	// failure.
+	onBreak func(error) []byte
+	tail    []byte // error event still to pass on
+	fail    error  // the failure to report after tail
 
 	mu    sync.Mutex
 	first time.Time // first byte from the replica
@@ -85,9 +91,31 @@ type observer struct {
 func newObserver(rc io.ReadCloser, sse bool) *observer { return &observer{rc: rc, sse: sse} }
 
 func (o *observer) Read(p []byte) (int, error) {
+	if o.fail != nil {
+		if len(o.tail) > 0 {
+			n := copy(p, o.tail)
+			o.tail = o.tail[n:]
+			return n, nil
+		}
+		return 0, o.fail
+	}
 	n, err := o.rc.Read(p)
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if err != nil && err != io.EOF && !o.eof {
+		// The answer broke off: pass on what came, then the error event
+		// (streams only), then the failure.
+		o.fail = err
+		if o.onBreak != nil {
+			if ev := o.onBreak(err); o.sse {
+				o.tail = ev
+			}
+		}
+		if n > 0 {
+			o.feed(p[:n])
+		}
+		return n, nil
+	}
 	if n > 0 {
 		if o.first.IsZero() {
 			o.first = time.Now()

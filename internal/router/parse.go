@@ -56,6 +56,7 @@ type keyRules struct {
 	prefixChars int
 	defaultMax  int
 	blockChars  int // prefix index block size (0: no blocks)
+	maxOutput   int // max_output_tokens
 }
 
 // httpError is an error with an HTTP status and an OpenAI error type.
@@ -98,7 +99,7 @@ func parseRequest(kind apiKind, h http.Header, body []byte, rules *keyRules, hs 
 	if p.stream, err = optBool(top, "stream"); err != nil {
 		return p, err
 	}
-	if p.maxTokens, err = maxTokens(kind, top, rules.defaultMax); err != nil {
+	if p.maxTokens, err = maxTokens(kind, top, rules.defaultMax, rules.maxOutput); err != nil {
 		return p, err
 	}
 	var start string // the conversation's start, for the prefix key
@@ -213,8 +214,9 @@ func (p *parsed) parsePrompt(top map[string]json.RawMessage, prefixChars int, hs
 
 // maxTokens reads the requested output length: max_tokens,
 // max_completion_tokens (chat) or n_predict (llama.cpp); a missing or
-// unlimited (-1) value gives def.
-func maxTokens(kind apiKind, top map[string]json.RawMessage, def int) (int, error) {
+// unlimited (-1) value gives def. A value above limit (max_output_tokens)
+// is an error naming the field: it would make its replica look full.
+func maxTokens(kind apiKind, top map[string]json.RawMessage, def, limit int) (int, error) {
 	fields := []string{"n_predict", "max_tokens", "max_completion_tokens"}
 	for _, f := range fields {
 		raw, ok := top[f]
@@ -227,6 +229,9 @@ func maxTokens(kind apiKind, top map[string]json.RawMessage, def int) (int, erro
 		}
 		if n < -1 {
 			return 0, badRequest("%s: must be ≥ -1, got %d", f, n)
+		}
+		if n > limit {
+			return 0, badRequest("%s: must be ≤ max_output_tokens (%d), got %d", f, limit, n)
 		}
 		if n >= 0 {
 			return n, nil

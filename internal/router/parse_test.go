@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 )
 
-var testRules = keyRules{headers: []string{"x-conversation-id"}, bodyField: "user", prefixChars: 32, defaultMax: 128}
+var testRules = keyRules{headers: []string{"x-conversation-id"}, bodyField: "user", prefixChars: 32, defaultMax: 128, maxOutput: 4096}
 
 func TestParseKeys(t *testing.T) {
 	long := strings.Repeat("shared system prompt ", 40)

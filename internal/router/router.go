@@ -10,6 +10,7 @@ package router
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,11 +23,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/llm-ring/llm-ring/internal/config"
 	"github.com/llm-ring/llm-ring/internal/discovery"
@@ -67,12 +70,25 @@ type Router struct {
 	base    http.RoundTripper
 	rules   keyRules
 	mux     *http.ServeMux
+	budget  bodyBudget
 
 	hashers  sync.Pool        // *prefix.Hasher, one per request in flight
 	scraper  *signals.Scraper // the replicas' /metrics; nil when signals.interval is 0
 	mu       sync.Mutex       // guards policy settings (admin API)
 	name     string
 	settings policy.Settings
+
+	draining atomic.Bool // readiness fails: Serve is shutting down
+	// Every proxied request's context ends with flights: Serve cancels it
+	// (stopFlights) to cut the requests still running when the grace ends.
+	flights     context.Context
+	stopFlights context.CancelFunc
+	cut         atomic.Bool  // stopFlights was called
+	inflight    atomic.Int64 // proxied requests being handled
+
+	admin      *http.ServeMux
+	adminToken [sha256.Size]byte // sha256 of the admin bearer token
+	hasToken   bool
 }
 
 // New builds a Router with no replicas; feed it with SetReplicas (or Serve
@@ -104,8 +120,11 @@ func New(opts Options) (*Router, error) {
 			prefixChars: cfg.ConversationKey.PrefixChars,
 			defaultMax:  cfg.DefaultMaxTokens,
 			blockChars:  cfg.PrefixIndex.BlockChars,
+			maxOutput:   cfg.MaxOutputTokens,
 		},
 	}
+	r.flights, r.stopFlights = context.WithCancel(context.Background())
+	r.budget.sem, r.budget.wait = semaphore.NewWeighted(cfg.Server.MaxBufferedBodyBytes), cfg.Server.MaxBufferedBodyWait.D()
 	if r.base == nil {
 		r.base = &http.Transport{
 			Proxy:                 nil,
@@ -117,7 +136,7 @@ func New(opts Options) (*Router, error) {
 		}
 	}
 	r.hashers.New = func() any { return new(prefix.Hasher) }
-	r.metrics = newMetrics(r.reg, r.table)
+	r.metrics = newMetrics(r.reg, r.table, &r.budget)
 	if r.scraper, err = r.newScraper(); err != nil {
 		return nil, err
 	}
@@ -134,18 +153,25 @@ func New(opts Options) (*Router, error) {
 	for _, p := range []string{wire.PathCompletion, wire.PathChatCompletions, wire.PathCompletions} {
 		r.mux.HandleFunc(p, r.serveProxied)
 	}
+	for _, p := range []string{"/healthz", "/readyz", "/metrics", "/replicas"} {
+		r.mux.HandleFunc(p, func(w http.ResponseWriter, req *http.Request) {
+			w.Header().Set("Allow", "GET, HEAD")
+			r.fail(w, &httpError{http.StatusMethodNotAllowed, wire.ErrTypeInvalidRequest, p + " accepts GET only"})
+		})
+	}
 	r.mux.HandleFunc("GET /healthz", r.serveHealth)
 	r.mux.HandleFunc("GET /readyz", r.serveReady)
 	r.mux.Handle("GET /metrics", promhttp.HandlerFor(r.reg, promhttp.HandlerOpts{}))
 	r.mux.HandleFunc("GET /replicas", r.serveReplicas)
-	r.mux.HandleFunc("GET /admin/policy", r.serveGetPolicy)
-	r.mux.HandleFunc("PUT /admin/policy", r.servePutPolicy)
-	r.mux.HandleFunc("POST /admin/reset", r.serveReset)
+	// The admin API is never served here (404): it has its own listener.
 	r.mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
 		r.fail(w, &httpError{http.StatusNotFound, wire.ErrTypeNotFound,
-			fmt.Sprintf("no route for %s %s; llm-ring proxies POST %s, %s and %s", req.Method, req.URL.Path,
+			fmt.Sprintf("no route for %s %s; llm-ring proxies POST %s, %s and %s", req.Method, clip(req.URL.Path, 128),
 				wire.PathCompletion, wire.PathChatCompletions, wire.PathCompletions)})
 	})
+	if err := r.initAdmin(); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -172,22 +198,28 @@ func (r *Router) SetReplicas(rs []discovery.Replica) {
 	r.log.Info("replicas_changed", slog.Int("count", len(names)), slog.Any("replicas", names))
 }
 
-// Serve serves HTTP on ln and follows src until ctx is done, then stops
-// accepting, lets in-flight requests finish for up to shutdown_grace, and
-// returns nil. A discovery source that fails is an error.
+// Serve serves HTTP on ln and follows src until ctx is done, then drains
+// as Kubernetes expects: readiness fails at once, the listener keeps
+// accepting and serving for shutdown_delay (while the endpoint is removed
+// everywhere), then it closes and in-flight requests have up to
+// shutdown_grace to finish; those still running are cut, and logged as
+// cut. Serve returns nil once every request has ended. A discovery source
+// that fails is an error.
 func (r *Router) Serve(ctx context.Context, ln net.Listener, src discovery.Source) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	srv := &http.Server{Handler: r, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(r.log.Handler(), slog.LevelWarn)}
+	// Discovery and health checks go on while draining.
+	bg, stopBg := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBg()
+	srv := r.newServer(r)
 	errc := make(chan error, 3)
 	go func() {
-		if err := src.Run(ctx, r.SetReplicas); err != nil {
+		if err := src.Run(bg, r.SetReplicas); err != nil {
 			errc <- fmt.Errorf("discovery: %w", err)
 		}
 	}()
+	go r.runHealthChecks(bg)
 	if r.scraper != nil {
 		go func() {
-			if err := r.scraper.Run(ctx); err != nil {
+			if err := r.scraper.Run(bg); err != nil {
 				errc <- fmt.Errorf("signals: %w", err)
 			}
 		}()
@@ -203,19 +235,46 @@ func (r *Router) Serve(ctx context.Context, ln net.Listener, src discovery.Sourc
 	case <-ctx.Done():
 	case runErr = <-errc:
 	}
-	grace := r.cfg.ShutdownGrace.D()
-	r.log.Info("shutting down", slog.Duration("grace", grace))
-	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+	r.draining.Store(true)
+	delay, grace := r.cfg.ShutdownDelay.D(), r.cfg.ShutdownGrace.D()
+	r.log.Info("shutting down", slog.Duration("delay", delay), slog.Duration("grace", grace))
+	if runErr == nil && delay > 0 {
+		select {
+		case <-time.After(delay):
+		case runErr = <-errc:
+		}
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), grace)
 	defer scancel()
 	if err := srv.Shutdown(sctx); err != nil {
-		r.log.Warn("grace period over; closing remaining connections", slog.Any("error", err))
+		r.log.Warn("grace period over; cutting the requests still running", slog.Int64("requests", r.inflight.Load()))
+		r.cut.Store(true)
+		r.stopFlights()
 		srv.Close()
+	}
+	// Wait for the cut requests' handlers to log them.
+	for deadline := time.Now().Add(5 * time.Second); r.inflight.Load() > 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
 	}
 	return runErr
 }
 
+// newServer returns an HTTP server for h with the client-side limits:
+// server.read_timeout for a whole request (the proxy lifts it once a body is
+// read, so that it never cuts an answer) and server.idle_timeout for
+// keep-alive connections.
+func (r *Router) newServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:     h,
+		ReadTimeout: r.cfg.Server.ReadTimeout.D(),
+		IdleTimeout: r.cfg.Server.IdleTimeout.D(),
+		ErrorLog:    slog.NewLogLogger(r.log.Handler(), slog.LevelWarn),
+	}
+}
+
 // flight is one proxied request, from routing to release.
 type flight struct {
+	ctx    context.Context // the request's, ended by the client or by a cut
 	start  time.Time
 	kind   apiKind
 	in     state.Input
@@ -235,6 +294,11 @@ type flight struct {
 	fb      state.Feedback // what the release learned
 }
 
+// convo is the conversation as logged: a short hash of its key, never the
+// key itself (it may be a user's e-mail address, and is as long as a client
+// makes it).
+func (f *flight) convo() string { return fmt.Sprintf("%016x", f.in.Hash) }
+
 type flightKey struct{}
 
 func flightOf(ctx context.Context) *flight { f, _ := ctx.Value(flightKey{}).(*flight); return f }
@@ -245,18 +309,18 @@ func (r *Router) serveProxied(w http.ResponseWriter, req *http.Request) {
 		r.fail(w, &httpError{http.StatusMethodNotAllowed, wire.ErrTypeInvalidRequest, req.URL.Path + " accepts POST only"})
 		return
 	}
+	r.inflight.Add(1)
+	defer r.inflight.Add(-1)
+	ctx, cancel := context.WithCancel(req.Context())
+	defer cancel()
+	defer context.AfterFunc(r.flights, cancel)()
+	req = req.WithContext(ctx)
 	start := time.Now()
-	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, r.cfg.MaxBodyBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			r.fail(w, &httpError{http.StatusRequestEntityTooLarge, wire.ErrTypeInvalidRequest,
-				fmt.Sprintf("request body exceeds max_body_bytes (%d bytes)", r.cfg.MaxBodyBytes)})
-			return
-		}
-		r.fail(w, badRequest("could not read the request body: %v", err))
+	body, held, ok := r.readRequestBody(w, req)
+	if !ok {
 		return
 	}
+	defer r.budget.release(held) // after finish: the body is kept for retries until the answer ends
 	kind := kindOf(req.URL.Path)
 	var hs *prefix.Hasher
 	if r.rules.blockChars > 0 {
@@ -269,7 +333,7 @@ func (r *Router) serveProxied(w http.ResponseWriter, req *http.Request) {
 		r.fail(w, err)
 		return
 	}
-	f := &flight{start: start, kind: kind, p: p, body: body,
+	f := &flight{ctx: ctx, start: start, kind: kind, p: p, body: body,
 		in: state.Input{Key: p.key, Hash: ring.HashString(p.key), Chars: p.chars, Tokens: p.tokens, MaxTokens: p.maxTokens,
 			Blocks: p.blocks, FirstUser: p.firstUser}}
 	t0 := time.Now()
@@ -320,30 +384,49 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // roundTrip sends the request; when the replica cannot be reached (a dial
-// error: it never saw the request) it asks the policy for its next candidate,
-// up to max_attempts. Once bytes may have reached a replica, it never retries.
+// error: it never saw the request) or answers 503 or 429 (not ready, or
+// busy: nothing has reached the client yet), it asks the policy for its
+// next candidate, up to max_attempts, replaying the body. Once a replica
+// has begun an answer, it never retries.
 func (r *Router) roundTrip(req *http.Request) (*http.Response, error) {
 	f := flightOf(req.Context())
 	for {
 		f.tries++
-		resp, err := r.base.RoundTrip(req)
-		if err == nil || !isDialError(err) || req.Context().Err() != nil {
+		resp, err := r.attempt(req)
+		if req.Context().Err() != nil {
 			return resp, err
 		}
-		r.metrics.upstreamErrors.WithLabelValues(f.ticket.Replica.Name, "dial").Inc()
+		var why string
+		switch {
+		case err != nil && isDialError(err):
+			why = "dial"
+		case err == nil && retryable(resp.StatusCode):
+			why = "status"
+		default:
+			return resp, err
+		}
+		if why == "dial" {
+			r.metrics.upstreamErrors.WithLabelValues(f.ticket.Replica.Name, "dial").Inc()
+		}
 		if f.tries >= r.cfg.Upstream.MaxAttempts {
-			return nil, err
+			return resp, err // the last answer (a 503 or 429) goes to the client as it is
 		}
 		now := time.Now().UnixNano()
+		tk, d, rerr := r.table.Route(f.in, now, append(f.failed, f.ticket.Replica.Name)...)
+		if rerr != nil {
+			return resp, err // nobody else to try: report this answer or error
+		}
+		if resp != nil {
+			r.metrics.upstreamErrors.WithLabelValues(f.ticket.Replica.Name, "status").Inc()
+			err = fmt.Errorf("answered %s", resp.Status)
+			io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			resp.Body.Close()
+		}
 		f.failed = append(f.failed, f.ticket.Replica.Name)
 		r.settle(f, state.Outcome{}, time.Unix(0, now))
-		tk, d, rerr := r.table.Route(f.in, now, f.failed...)
-		if rerr != nil {
-			return nil, err // nobody else to try: report the dial error
-		}
 		r.metrics.failovers.Inc()
-		r.log.Warn("failover", slog.String("conversation", f.p.key), slog.String("from", f.failed[len(f.failed)-1]),
-			slog.String("to", tk.Replica.Name), slog.String("reason", d.Reason.String()), slog.Any("error", err))
+		r.log.Warn("failover", slog.String("conversation", f.convo()), slog.String("from", f.failed[len(f.failed)-1]),
+			slog.String("to", tk.Replica.Name), slog.String("reason", d.Reason.String()), slog.String("error", clip(err.Error(), 256)))
 		f.ticket, f.d, f.held = tk, d, true
 		req = req.Clone(req.Context())
 		if err := f.target(req); err != nil {
@@ -367,7 +450,13 @@ func (r *Router) modifyResponse(resp *http.Response) error {
 	if resp.StatusCode >= 500 {
 		r.metrics.upstreamErrors.WithLabelValues(f.ticket.Replica.Name, "status").Inc()
 	}
-	f.obs = newObserver(resp.Body, strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"))
+	body, err := peek(resp.Body)
+	if err != nil {
+		resp.Body.Close()
+		return err // nothing reached the client: proxyError answers (504 when stalled)
+	}
+	f.obs = newObserver(body, strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"))
+	f.obs.onBreak = func(err error) []byte { return r.broken(f, err) }
 	if resp.StatusCode/100 == 2 {
 		// Release as soon as the replica has finished, before the last bytes
 		// reach the client: a client that sends its next turn the moment the
@@ -383,10 +472,19 @@ func (r *Router) proxyError(w http.ResponseWriter, req *http.Request, err error)
 	f := flightOf(req.Context())
 	var he *httpError
 	switch {
+	case req.Context().Err() != nil && r.cut.Load():
+		f.errKind, f.errMsg = "cut", "cut at the end of shutdown_grace"
+		f.status = http.StatusServiceUnavailable // the connection is closed; recorded for the log only
+		return
 	case req.Context().Err() != nil:
 		f.errKind, f.errMsg = "client", "client went away: "+err.Error()
 		f.status = 499 // nobody is listening; recorded for the log only
 		return
+	case errors.Is(err, errUpstreamIdle):
+		f.errKind = "stall"
+		r.metrics.upstreamErrors.WithLabelValues(f.ticket.Replica.Name, "stall").Inc()
+		he = &httpError{http.StatusGatewayTimeout, wire.ErrTypeServer,
+			fmt.Sprintf("replica %s sent nothing for upstream.idle_timeout (%s)", f.ticket.Replica.Name, r.cfg.Upstream.IdleTimeout.D())}
 	case isDialError(err):
 		f.errKind = "dial"
 		he = &httpError{http.StatusBadGateway, wire.ErrTypeServer,
@@ -406,6 +504,29 @@ func (r *Router) proxyError(w http.ResponseWriter, req *http.Request, err error)
 	w.Header().Set(HeaderRouteReason, f.d.Reason.String())
 	w.Header().Set(HeaderEstPrompt, strconv.Itoa(f.ticket.EstPrompt))
 	r.writeError(w, he)
+}
+
+// broken records an answer that broke off after its headers reached the
+// client (the replica died, or stalled past upstream.idle_timeout) and
+// returns the SSE error event the client gets before the stream is closed.
+func (r *Router) broken(f *flight, err error) []byte {
+	switch {
+	case f.ctx.Err() != nil && r.cut.Load():
+		f.errKind, f.errMsg, f.status = "cut", "cut at the end of shutdown_grace", http.StatusServiceUnavailable
+		return errorEvent(f.status, "the router is shutting down: "+f.errMsg)
+	case f.ctx.Err() != nil:
+		f.errKind, f.errMsg = "client", "client disconnected before the answer ended"
+		return nil
+	}
+	if errors.Is(err, errUpstreamIdle) {
+		f.errKind, f.status = "stall", http.StatusGatewayTimeout
+		f.errMsg = fmt.Sprintf("replica %s sent nothing for upstream.idle_timeout (%s)", f.ticket.Replica.Name, r.cfg.Upstream.IdleTimeout.D())
+	} else {
+		f.errKind, f.status = "broken", http.StatusBadGateway
+		f.errMsg = fmt.Sprintf("replica %s's answer broke off: %v", f.ticket.Replica.Name, err)
+	}
+	r.metrics.upstreamErrors.WithLabelValues(f.ticket.Replica.Name, f.errKind).Inc()
+	return errorEvent(f.status, f.errMsg)
 }
 
 func isTimeout(err error) bool {
@@ -439,10 +560,13 @@ func (r *Router) finish(ctx context.Context, f *flight) {
 	if f.obs != nil {
 		c = f.obs.counts()
 		if !complete && f.errKind == "" {
-			if ctx.Err() != nil {
+			switch {
+			case ctx.Err() != nil && r.cut.Load():
+				f.errKind, f.errMsg, f.status = "cut", "cut at the end of shutdown_grace", http.StatusServiceUnavailable
+			case ctx.Err() != nil:
 				f.errKind, f.errMsg = "client", "client disconnected before the answer ended"
-			} else {
-				f.errKind, f.errMsg = "broken", "the replica's answer broke off"
+			default:
+				f.errKind, f.errMsg, f.status = "broken", "the replica's answer broke off", http.StatusBadGateway
 				r.metrics.upstreamErrors.WithLabelValues(f.ticket.Replica.Name, "broken").Inc()
 			}
 		}
@@ -473,7 +597,7 @@ func (r *Router) finish(ctx context.Context, f *flight) {
 		return
 	}
 	attrs := []slog.Attr{
-		slog.String("conversation", f.p.key),
+		slog.String("conversation", f.convo()),
 		slog.String("key_source", f.p.keySource),
 		slog.Int("turn", f.p.turn),
 		slog.String("path", kindPath(f.kind)),
@@ -497,9 +621,9 @@ func (r *Router) finish(ctx context.Context, f *flight) {
 		attrs = append(attrs, slog.Float64("ttft_ms", ms(f.obs.first.Sub(f.start))))
 	}
 	if f.errKind != "" {
-		attrs = append(attrs, slog.String("error_kind", f.errKind), slog.String("error", f.errMsg))
+		attrs = append(attrs, slog.String("error_kind", f.errKind), slog.String("error", clip(f.errMsg, 512)))
 	}
-	attrs = append(attrs, slog.String("trace", f.d.Format()))
+	attrs = append(attrs, slog.String("trace", clip(f.d.Format(), 4096)))
 	r.log.LogAttrs(ctx, level, "request", attrs...)
 }
 

@@ -73,6 +73,10 @@ func (f *fakeReplica) replica() discovery.Replica {
 }
 
 func (f *fakeReplica) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/health" { // health checks (routers started with Serve)
+		fmt.Fprint(w, `{"status":"ok"}`)
+		return
+	}
 	f.calls.Add(1)
 	body, _ := io.ReadAll(r.Body)
 	if f.hold != nil {
@@ -462,7 +466,9 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestAdminAndStatus(t *testing.T) {
-	h := newHarness(t, "llm-aware", 3)
+	h := newHarness(t, "llm-aware", 3, withAdmin(t, "s3cret"))
+	admin := httptest.NewServer(h.rt.AdminHandler())
+	defer admin.Close()
 	get := func(path string) (int, string) {
 		resp, err := http.Get(h.srv.URL + path)
 		if err != nil {
@@ -483,7 +489,8 @@ func TestAdminAndStatus(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &info); code != 200 || err != nil || len(info.Replicas) != 3 || info.Policy != "llm-aware" {
 		t.Fatalf("/replicas = %d %s", code, body)
 	}
-	req, _ := http.NewRequest(http.MethodPut, h.srv.URL+"/admin/policy", strings.NewReader(`{"policy":"bounded","settings":{"load_unit":"tokens"},"reset":true}`))
+	req, _ := http.NewRequest(http.MethodPut, admin.URL+"/admin/policy", strings.NewReader(`{"policy":"bounded","settings":{"load_unit":"tokens"},"reset":true}`))
+	req.Header.Set("Authorization", "Bearer s3cret")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("PUT /admin/policy: %v %v", err, resp.Status)
@@ -509,7 +516,8 @@ func TestAdminAndStatus(t *testing.T) {
 		`{"policy":"llm-aware","settings":{"long_cap_factor":"x"}}`: "settings.long_cap_factor: must be a number",
 		`{"settings":{"nope":1}}`:                                   "settings.nope: unknown key", `{"nope":1}`: "nope", `{`: "invalid",
 	} {
-		req, _ := http.NewRequest(http.MethodPut, h.srv.URL+"/admin/policy", strings.NewReader(bad))
+		req, _ := http.NewRequest(http.MethodPut, admin.URL+"/admin/policy", strings.NewReader(bad))
+		req.Header.Set("Authorization", "Bearer s3cret")
 		resp, _ := http.DefaultClient.Do(req)
 		b, _ := io.ReadAll(resp.Body)
 		if resp.StatusCode != 400 || !strings.Contains(string(b), want) {
@@ -517,8 +525,14 @@ func TestAdminAndStatus(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
-	if _, body := get("/admin/policy"); !strings.Contains(body, `"load_unit": "tokens"`) || !strings.Contains(body, `"epsilon": 0.25`) {
-		t.Errorf("after rejected updates GET /admin/policy = %s", body)
+	greq, _ := http.NewRequest(http.MethodGet, admin.URL+"/admin/policy", nil)
+	greq.Header.Set("Authorization", "Bearer s3cret")
+	if resp, err := http.DefaultClient.Do(greq); err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), `"load_unit": "tokens"`) || !strings.Contains(string(b), `"epsilon": 0.25`) {
+			t.Errorf("after rejected updates GET /admin/policy = %s", b)
+		}
 	}
 	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, `llm_ring_inflight_tokens{replica="llm-0"}`) {
 		t.Errorf("/metrics = %d, missing in-flight gauges", code)
@@ -539,7 +553,7 @@ func TestMetricsGolden(t *testing.T) {
 	for testutil.ToFloat64(h.rt.metrics.requests.WithLabelValues("consistent", "llm-0", "home", "200")) < 3 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	names := []string{"llm_ring_requests_total", "llm_ring_prompt_tokens_total", "llm_ring_predicted_tokens_total", "llm_ring_replicas"}
+	names := []string{"llm_ring_requests_total", "llm_ring_prompt_tokens_total", "llm_ring_predicted_tokens_total", "llm_ring_replicas", "llm_ring_replica_healthy", "llm_ring_buffered_body_bytes"}
 	const golden = "testdata/metrics.golden"
 	if *update {
 		mfs, err := h.rt.Registry().Gather()

@@ -1,0 +1,117 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/llm-ring/llm-ring/internal/wire"
+)
+
+// errUpstreamIdle ends an answer from which no byte came for
+// upstream.idle_timeout.
+var errUpstreamIdle = errors.New("no byte from the replica within upstream.idle_timeout")
+
+// idleBody is a replica's answer body that fails with errUpstreamIdle when
+// a read waits longer than idle for the next byte. Only the time spent
+// waiting on the replica counts, not the time the client takes to read.
+type idleBody struct {
+	rc      io.ReadCloser
+	idle    time.Duration
+	cancel  context.CancelCauseFunc // aborts the upstream request
+	timer   *time.Timer
+	stalled atomic.Bool
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	if b.timer == nil {
+		b.timer = time.AfterFunc(b.idle, b.fire)
+	} else {
+		b.timer.Reset(b.idle)
+	}
+	n, err := b.rc.Read(p)
+	b.timer.Stop()
+	if err != nil && err != io.EOF && b.stalled.Load() {
+		err = errUpstreamIdle
+	}
+	return n, err
+}
+
+func (b *idleBody) fire() {
+	b.stalled.Store(true)
+	b.cancel(errUpstreamIdle)
+}
+
+func (b *idleBody) Close() error {
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+	err := b.rc.Close()
+	b.cancel(nil)
+	return err
+}
+
+// attempt sends req to its replica with the idle timeout on the answer.
+func (r *Router) attempt(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancelCause(req.Context())
+	resp, err := r.base.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel(nil)
+		return nil, err
+	}
+	resp.Body = &idleBody{rc: resp.Body, idle: r.cfg.Upstream.IdleTimeout.D(), cancel: cancel}
+	return resp, nil
+}
+
+// retryable says whether a replica's answer means "not now, try another":
+// 503 (llama.cpp while it loads its model, or overloaded) and 429.
+func retryable(status int) bool {
+	return status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests
+}
+
+// peeked is a body whose first bytes were read ahead.
+type peeked struct {
+	head []byte
+	io.ReadCloser
+}
+
+func (p *peeked) Read(b []byte) (int, error) {
+	if len(p.head) > 0 {
+		n := copy(b, p.head)
+		p.head = p.head[n:]
+		return n, nil
+	}
+	return p.ReadCloser.Read(b)
+}
+
+// peek waits for the first bytes of an answer's body (bounded by
+// upstream.idle_timeout) before anything is sent to the client, so that a
+// replica that sends headers and then stalls gets the client a 504 rather
+// than a 200 that never ends.
+func peek(body io.ReadCloser) (io.ReadCloser, error) {
+	buf := make([]byte, 512)
+	for {
+		n, err := body.Read(buf)
+		if n > 0 {
+			return &peeked{head: buf[:n], ReadCloser: body}, nil
+		}
+		if err == io.EOF {
+			return &peeked{ReadCloser: body}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// errorEvent is the SSE event a client receives when a replica's stream
+// breaks: OpenAI's error shape, then the router closes the stream.
+func errorEvent(status int, msg string) []byte {
+	b, _ := json.Marshal(wire.NewError(status, wire.ErrTypeServer, msg))
+	return fmt.Appendf(nil, "data: %s\n\n", b)
+}
