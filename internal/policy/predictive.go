@@ -26,7 +26,8 @@ import (
 //
 // pf and dc are the replica's learned prefill and decode rates (tokens/s;
 // the decode rate per sequence under the batching the replica was doing),
-// or the documented priors until its first answer teaches them.
+// until its first answer teaches them the mean of the rates learned on the
+// other replicas, or the documented priors while none has answered.
 //
 // cached(r) is the tokens of this prompt believed cached on r (the view's
 // Match: placement memory and the prefix index). held is what the
@@ -54,11 +55,12 @@ import (
 // policies.predictive) are the struct itself.
 type Predictive struct {
 	// PriorPrefill is the prefill rate, tokens/s, assumed for a replica
-	// that has not answered yet. Default 80: the study's CPU replica
+	// that has not answered yet while no replica has (after that, the
+	// mean of the learned rates). Default 80: the study's CPU replica
 	// (Qwen2.5-0.5B, 12.7 ms per token in a step ≈ 79 tokens/s).
 	PriorPrefill float64 `json:"prior_prefill_tps"`
 	// PriorDecode is the decode rate per sequence, tokens/s, assumed for a
-	// replica that has not answered yet. Default 20: the study's replica
+	// replica that has not answered yet while no replica has. Default 20: the study's replica
 	// with two or three sequences in its batch (31.5 tokens/s alone,
 	// 14.4 with four).
 	PriorDecode float64 `json:"prior_decode_tps"`
@@ -164,6 +166,10 @@ const (
 	pvBelief // the belief that the last replica still holds the conversation's cache
 )
 
+// pvOther in Vals[pvBelief]: the key's last cache is longer than the
+// prompt, another prompt's.
+const pvOther = -2
+
 // predicted is one candidate's prediction: the tokens of each part and
 // the rates that turn them into seconds.
 type predicted struct {
@@ -184,9 +190,9 @@ func (x *predicted) total() float64 { return (x.queueTok+x.newTok+x.moveTok)/x.p
 // conversation's last replica (-1 none), held what it is believed to hold
 // of the prompt there (0: nothing to leave behind; the view's Match there
 // counts placement memory undecayed, so held replaces it).
-func (p *Predictive) predict(req *Request, v *View, r, last, held int) predicted {
+func (p *Predictive) predict(req *Request, v *View, r, last, held int, prior *predicted) predicted {
 	row := &v.Rows[r]
-	x := predicted{pf: p.PriorPrefill, dc: p.PriorDecode, out: float64(max(req.OutputTokens, 0))}
+	x := predicted{pf: prior.pf, dc: prior.dc, out: float64(max(req.OutputTokens, 0))}
 	if row.Speed.Prefill > 0 && finite(row.Speed.Prefill) {
 		x.pf = row.Speed.Prefill
 	}
@@ -234,6 +240,33 @@ func (p *Predictive) queueTokens(n, work, own float64) float64 {
 	return q*mean + (n-q)*min(mean, own)
 }
 
+// prior returns the rates assumed for a replica that has not answered
+// yet: the mean of the learned rates of those that have (a new replica is
+// most likely like the others: same model, same hardware class), or the
+// settings' priors when none has.
+func (p *Predictive) prior(v *View) predicted {
+	var pf, dc float64
+	var npf, ndc int
+	for r := range v.Rows {
+		if s := &v.Rows[r].Speed; s.Prefill > 0 && finite(s.Prefill) {
+			pf += s.Prefill
+			npf++
+		}
+		if s := &v.Rows[r].Speed; s.Decode > 0 && finite(s.Decode) {
+			dc += s.Decode
+			ndc++
+		}
+	}
+	x := predicted{pf: p.PriorPrefill, dc: p.PriorDecode}
+	if npf > 0 && finite(pf) {
+		x.pf = pf / float64(npf)
+	}
+	if ndc > 0 && finite(dc) {
+		x.dc = dc / float64(ndc)
+	}
+	return x
+}
+
 // belief is the likelihood that a replica still holds a conversation's
 // cache after sent tokens were routed to it since the conversation's last
 // answer there: 1 − sent ÷ cache_tokens, clamped to [0, 1]. An engine
@@ -259,31 +292,41 @@ func (p *Predictive) Pick(req *Request, v *View) Decision {
 	home := v.ringHome(req.Hash)
 	last, held, belief := -1, 0, -1.0 // belief −1: no cache to believe in
 	if req.Last >= 0 && req.Last < len(v.Names) && req.CachedTokens > 0 && !v.Excluded(req.Last) {
-		belief = p.belief(req.SentSince)
-		held = int(belief * float64(min(max(req.CachedTokens, v.Rows[req.Last].Match), max(req.PromptTokens, 1))))
 		last = req.Last
+		if req.PromptTokens >= req.CachedTokens {
+			belief = p.belief(req.SentSince)
+			held = int(belief * float64(min(max(req.CachedTokens, v.Rows[last].Match), max(req.PromptTokens, 1))))
+		} else {
+			// A turn's prompt extends what its conversation cached (previous
+			// prompt + answer); one shorter than that is another prompt
+			// under the same key (a shared start without a conversation
+			// header): the cache there is not this prompt's.
+			belief = pvOther
+		}
 	}
 	pref := home
 	if held > 0 {
 		pref = last
 	}
 
+	pr := p.prior(v)
+	prior := &pr
 	best, bestT := -1, 0.0
 	for r := range v.Rows {
 		if v.Excluded(r) {
 			continue
 		}
-		x := p.predict(req, v, r, last, held)
+		x := p.predict(req, v, r, last, held, prior)
 		if T := x.total(); best < 0 || T < bestT {
 			best, bestT = r, T
 		}
 	}
-	px := p.predict(req, v, pref, last, held)
+	px := p.predict(req, v, pref, last, held, prior)
 	prefT := px.total()
 	win, x := pref, px
 	if prefT-bestT > p.Margin*prefT+p.MarginS {
 		win = best
-		x = p.predict(req, v, best, last, held)
+		x = p.predict(req, v, best, last, held, prior)
 	}
 	switch {
 	case win == last && held > 0:
@@ -305,19 +348,19 @@ func (p *Predictive) Pick(req *Request, v *View) Decision {
 	t.Vals[pvHeld], t.Vals[pvBest], t.Vals[pvPref], t.Vals[pvFaster] = float64(held), bestT, prefT, float64(best)
 	// The trace's candidates: the preferred, the home, the fastest and
 	// the winner first, then replicas in name order up to its capacity.
-	p.traceCand(t, req, v, pref, last, held)
-	p.traceCand(t, req, v, home, last, held)
-	p.traceCand(t, req, v, best, last, held)
+	p.traceCand(t, req, v, pref, last, held, prior)
+	p.traceCand(t, req, v, home, last, held, prior)
+	p.traceCand(t, req, v, best, last, held, prior)
 	for r := 0; r < len(v.Rows) && t.NCands < MaxTraceCands; r++ {
 		if !v.Excluded(r) {
-			p.traceCand(t, req, v, r, last, held)
+			p.traceCand(t, req, v, r, last, held, prior)
 		}
 	}
 	return d
 }
 
 // traceCand records replica r's prediction unless it is already there.
-func (p *Predictive) traceCand(t *Trace, req *Request, v *View, r, last, held int) {
+func (p *Predictive) traceCand(t *Trace, req *Request, v *View, r, last, held int, prior *predicted) {
 	for i := range min(t.NCands, MaxTraceCands) {
 		if int(t.Cands[i].Replica) == r {
 			return
@@ -326,7 +369,7 @@ func (p *Predictive) traceCand(t *Trace, req *Request, v *View, r, last, held in
 	if t.NCands >= MaxTraceCands {
 		return
 	}
-	x := p.predict(req, v, r, last, held)
+	x := p.predict(req, v, r, last, held, prior)
 	t.addCand(r, x.queue(), x.prefill(), x.decode(), x.move(), x.pf, x.dc)
 }
 
@@ -338,6 +381,8 @@ func explainPredictive(d *Decision, b *strings.Builder) {
 		fmt.Fprintf(b, "; cache on %s: %d tokens of it (belief %.2f: %.0f tokens routed there since)", t.name(t.Last), held, t.Vals[pvBelief], t.Vals[pvSent])
 	case held > 0:
 		fmt.Fprintf(b, "; cache on %s: %d tokens of it", t.name(t.Last), held)
+	case t.Vals[pvBelief] == pvOther:
+		fmt.Fprintf(b, "; the key's cache on %s (%d tokens) is longer than this prompt: another prompt's, not counted", t.name(t.Last), t.LastTokens)
 	case t.Vals[pvBelief] >= 0:
 		fmt.Fprintf(b, "; cache on %s most likely gone (%.0f tokens routed there since)", t.name(t.Last), t.Vals[pvSent])
 	default:

@@ -13,13 +13,13 @@ import (
 // handView is the situation of the hand-computed decisions: on the seed's
 // ring key 5 has home llm-0. llm-0 prefills 100 tokens/s and decodes 20,
 // with 2 requests (600 tokens) in flight; llm-1 is twice as fast, with 1
-// request (300 tokens); llm-2 has not answered yet (the priors, 80 and
-// 20) and is idle.
+// request (300 tokens); llm-2 answered once, at the settings' priors' rates
+// (80 and 20), and is idle.
 func handView() *View {
 	v := seedView()
 	v.Rows[0].Load, v.Rows[0].Speed = Load{Requests: 2, Tokens: 600}, Speed{Prefill: 100, Decode: 20, Samples: 5}
 	v.Rows[1].Load, v.Rows[1].Speed = Load{Requests: 1, Tokens: 300}, Speed{Prefill: 200, Decode: 40, Samples: 5}
-	v.Rows[2].Load = Load{}
+	v.Rows[2].Load, v.Rows[2].Speed = Load{}, Speed{Prefill: 80, Decode: 20, Samples: 1}
 	v.Recount()
 	return v
 }
@@ -156,6 +156,18 @@ func TestPredictiveHandComputed(t *testing.T) {
 		},
 		want:   [3]pred{{6, 10, 5, 0}, {30, 5, 2.5, 0}, {0, 12.5, 5, 0}},
 		winner: 2, reason: Faster, charge: 1100,
+	}, {
+		// llm-2 has not answered yet: it is assumed like the replicas
+		// that have, at their mean rates: prefill (100+200)/2 = 150,
+		// decode (20+40)/2 = 30. New conversation, 400 + 50 tokens:
+		// llm-2: 400/150 = 2.667 + 50/30 = 1.667 → 4.333 s; llm-1:
+		// min(300, 450)/200 = 1.5 + 2 + 50/40 = 1.25 → 4.75 s; home llm-0:
+		// 600/100 = 6 + 4 + 2.5 = 12.5 s → llm-2.
+		name:   "a replica that has not answered is assumed like the others",
+		req:    Request{Hash: 5, PromptTokens: 400, OutputTokens: 50, Last: -1},
+		setup:  func(v *View) { v.Rows[2].Speed = Speed{} },
+		want:   [3]pred{{6, 4, 2.5, 0}, {1.5, 2, 1.25, 0}, {0, 400.0 / 150, 50.0 / 30, 0}},
+		winner: 2, reason: Faster, charge: 450,
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
