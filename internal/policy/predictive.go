@@ -26,11 +26,16 @@ import (
 //
 // pf and dc are the replica's learned prefill and decode rates (tokens/s;
 // the decode rate per sequence under the batching the replica was doing),
-// or the documented priors until its first answer teaches them.
+// until its first answer teaches them the mean of the rates learned on the
+// other replicas, or the documented priors while none has answered.
 //
 // cached(r) is the tokens of this prompt believed cached on r (the view's
 // Match: placement memory and the prefix index). held is what the
-// conversation's last replica holds of it (placement memory). Moving away
+// conversation's last replica holds of it (placement memory), times the
+// belief that it is still there: 1 − SentSince ÷ cache_tokens, clamped to
+// [0, 1] (SentSince: the tokens routed there since the conversation's last
+// answer). A cache most likely gone (held 0) is no cache: the conversation
+// is then placed like a new one, and moving it is free. Moving away
 // pays the reprocessing now (in prefill) and again as extra work that the
 // following turns, and the requests queued behind them, wait through: that
 // is move(r), priced at move_turns turns.
@@ -50,11 +55,12 @@ import (
 // policies.predictive) are the struct itself.
 type Predictive struct {
 	// PriorPrefill is the prefill rate, tokens/s, assumed for a replica
-	// that has not answered yet. Default 80: the study's CPU replica
+	// that has not answered yet while no replica has (after that, the
+	// mean of the learned rates). Default 80: the study's CPU replica
 	// (Qwen2.5-0.5B, 12.7 ms per token in a step ≈ 79 tokens/s).
 	PriorPrefill float64 `json:"prior_prefill_tps"`
 	// PriorDecode is the decode rate per sequence, tokens/s, assumed for a
-	// replica that has not answered yet. Default 20: the study's replica
+	// replica that has not answered yet while no replica has. Default 20: the study's replica
 	// with two or three sequences in its batch (31.5 tokens/s alone,
 	// 14.4 with four).
 	PriorDecode float64 `json:"prior_decode_tps"`
@@ -78,6 +84,15 @@ type Predictive struct {
 	// StaleAfter is the age, seconds, beyond which a replica's own report
 	// is ignored. Default 1 (five scrape intervals of the shipped config).
 	StaleAfter float64 `json:"stale_after_s"`
+	// CacheTokens is the replica's prompt cache, in tokens of new work
+	// (the charges the router counts in Request.SentSince): the belief
+	// that the conversation's last replica still holds it falls linearly
+	// with the tokens routed there since its last answer, to 0 at
+	// CacheTokens. Default 65,536, the shipped prefix_index.capacity_tokens
+	// (the study's replica: 4 slots × 4,096 tokens + 512 MiB ÷ 12 KiB =
+	// 43,690 tokens of RAM prompt cache). For a vLLM replica: its KV
+	// cache's token capacity.
+	CacheTokens float64 `json:"cache_tokens"`
 }
 
 var _ Policy = (*Predictive)(nil)
@@ -100,7 +115,7 @@ const (
 
 // DefaultPredictive returns predictive's documented defaults.
 func DefaultPredictive() *Predictive {
-	return &Predictive{PriorPrefill: 80, PriorDecode: 20, MoveTurns: 8, Margin: 0.1, MarginS: 0.25, Slots: 4, StaleAfter: 1}
+	return &Predictive{PriorPrefill: 80, PriorDecode: 20, MoveTurns: 8, Margin: 0.1, MarginS: 0.25, Slots: 4, StaleAfter: 1, CacheTokens: 65536}
 }
 
 // Name implements Policy.
@@ -123,6 +138,8 @@ func (p *Predictive) Validate() error {
 		return fmt.Errorf("slots: must be ≥ 1 and ≤ %d, got %d", 1<<20, p.Slots)
 	case !(p.StaleAfter >= 0 && p.StaleAfter <= 3600):
 		return fmt.Errorf("stale_after_s: must be ≥ 0 and ≤ 3600 seconds, got %g", p.StaleAfter)
+	case !(p.CacheTokens >= 1 && p.CacheTokens <= 1<<40):
+		return fmt.Errorf("cache_tokens: must be ≥ 1 and ≤ %d tokens, got %g", int64(1)<<40, p.CacheTokens)
 	}
 	return nil
 }
@@ -141,12 +158,17 @@ const (
 const (
 	pvMargin = iota
 	pvMarginS
-	pvMoveTurns
-	pvHeld   // tokens the conversation's last replica holds of this prompt
+	pvSent   // Request.SentSince: tokens routed to the last replica since its answer
+	pvHeld   // tokens the conversation's last replica is believed to hold of this prompt (after the decay)
 	pvBest   // T of the fastest replica
 	pvPref   // T of the preferred replica
 	pvFaster // the fastest replica
+	pvBelief // the belief that the last replica still holds the conversation's cache
 )
+
+// pvOther in Vals[pvBelief]: the key's last cache is longer than the
+// prompt, another prompt's.
+const pvOther = -2
 
 // predicted is one candidate's prediction: the tokens of each part and
 // the rates that turn them into seconds.
@@ -164,12 +186,13 @@ func (x *predicted) move() float64    { return x.moveTok / x.pf }
 // stays cheap).
 func (x *predicted) total() float64 { return (x.queueTok+x.newTok+x.moveTok)/x.pf + x.out/x.dc }
 
-// predict returns replica r's prediction for req. held is what the
-// conversation's last replica holds of the prompt (0: nothing to leave
-// behind), last that replica (-1 none).
-func (p *Predictive) predict(req *Request, v *View, r, last, held int) predicted {
+// predict returns replica r's prediction for req. last is the
+// conversation's last replica (-1 none), held what it is believed to hold
+// of the prompt there (0: nothing to leave behind; the view's Match there
+// counts placement memory undecayed, so held replaces it).
+func (p *Predictive) predict(req *Request, v *View, r, last, held int, prior *predicted) predicted {
 	row := &v.Rows[r]
-	x := predicted{pf: p.PriorPrefill, dc: p.PriorDecode, out: float64(max(req.OutputTokens, 0))}
+	x := predicted{pf: prior.pf, dc: prior.dc, out: float64(max(req.OutputTokens, 0))}
 	if row.Speed.Prefill > 0 && finite(row.Speed.Prefill) {
 		x.pf = row.Speed.Prefill
 	}
@@ -179,7 +202,7 @@ func (p *Predictive) predict(req *Request, v *View, r, last, held int) predicted
 	prompt := max(req.PromptTokens, 1)
 	cached := min(max(row.Match, 0), prompt)
 	if r == last {
-		cached = max(cached, held)
+		cached = held
 	}
 	x.newTok = float64(max(prompt-cached, 1))
 
@@ -217,6 +240,42 @@ func (p *Predictive) queueTokens(n, work, own float64) float64 {
 	return q*mean + (n-q)*min(mean, own)
 }
 
+// prior returns the rates assumed for a replica that has not answered
+// yet: the mean of the learned rates of those that have (a new replica is
+// most likely like the others: same model, same hardware class), or the
+// settings' priors when none has.
+func (p *Predictive) prior(v *View) predicted {
+	var pf, dc float64
+	var npf, ndc int
+	for r := range v.Rows {
+		if s := &v.Rows[r].Speed; s.Prefill > 0 && finite(s.Prefill) {
+			pf += s.Prefill
+			npf++
+		}
+		if s := &v.Rows[r].Speed; s.Decode > 0 && finite(s.Decode) {
+			dc += s.Decode
+			ndc++
+		}
+	}
+	x := predicted{pf: p.PriorPrefill, dc: p.PriorDecode}
+	if npf > 0 && finite(pf) {
+		x.pf = pf / float64(npf)
+	}
+	if ndc > 0 && finite(dc) {
+		x.dc = dc / float64(ndc)
+	}
+	return x
+}
+
+// belief is the likelihood that a replica still holds a conversation's
+// cache after sent tokens were routed to it since the conversation's last
+// answer there: 1 − sent ÷ cache_tokens, clamped to [0, 1]. An engine
+// evicts under pressure (least recently used first), not with age, so the
+// age of the entry (Request.CachedAge) does not enter.
+func (p *Predictive) belief(sent int64) float64 {
+	return min(max(1-float64(max(sent, 0))/p.CacheTokens, 0), 1)
+}
+
 // fresh reports whether a report sampled at `at` is recent enough at now.
 func (p *Predictive) fresh(now, at int64) bool {
 	age := float64(now-at) / 1e9
@@ -231,41 +290,52 @@ func (p *Predictive) Pick(req *Request, v *View) Decision {
 	t.Explain = explainPredictive
 
 	home := v.ringHome(req.Hash)
-	last, held := -1, 0
+	last, held, belief := -1, 0, -1.0 // belief −1: no cache to believe in
 	if req.Last >= 0 && req.Last < len(v.Names) && req.CachedTokens > 0 && !v.Excluded(req.Last) {
 		last = req.Last
-		held = min(max(req.CachedTokens, v.Rows[last].Match), max(req.PromptTokens, 1))
+		if req.PromptTokens >= req.CachedTokens {
+			belief = p.belief(req.SentSince)
+			held = int(belief * float64(min(max(req.CachedTokens, v.Rows[last].Match), max(req.PromptTokens, 1))))
+		} else {
+			// A turn's prompt extends what its conversation cached (previous
+			// prompt + answer); one shorter than that is another prompt
+			// under the same key (a shared start without a conversation
+			// header): the cache there is not this prompt's.
+			belief = pvOther
+		}
 	}
 	pref := home
-	if last >= 0 {
+	if held > 0 {
 		pref = last
 	}
 
+	pr := p.prior(v)
+	prior := &pr
 	best, bestT := -1, 0.0
 	for r := range v.Rows {
 		if v.Excluded(r) {
 			continue
 		}
-		x := p.predict(req, v, r, last, held)
+		x := p.predict(req, v, r, last, held, prior)
 		if T := x.total(); best < 0 || T < bestT {
 			best, bestT = r, T
 		}
 	}
-	px := p.predict(req, v, pref, last, held)
+	px := p.predict(req, v, pref, last, held, prior)
 	prefT := px.total()
 	win, x := pref, px
 	if prefT-bestT > p.Margin*prefT+p.MarginS {
 		win = best
-		x = p.predict(req, v, best, last, held)
+		x = p.predict(req, v, best, last, held, prior)
 	}
 	switch {
-	case win == last:
+	case win == last && held > 0:
 		d.Reason = Cache
 	case win == pref:
 		d.Reason = Home
-	case last >= 0:
+	case held > 0:
 		d.Reason = Spill
-	case v.Rows[win].Match > 0:
+	case int(x.newTok) < req.PromptTokens:
 		d.Reason = Prefix
 	default:
 		d.Reason = Faster
@@ -274,23 +344,23 @@ func (p *Predictive) Pick(req *Request, v *View) Decision {
 	d.Charge = int64(x.newTok) + int64(max(req.OutputTokens, 0))
 
 	t.Home, t.Preferred = home, pref
-	t.Vals[pvMargin], t.Vals[pvMarginS], t.Vals[pvMoveTurns] = p.Margin, p.MarginS, p.MoveTurns
+	t.Vals[pvMargin], t.Vals[pvMarginS], t.Vals[pvSent], t.Vals[pvBelief] = p.Margin, p.MarginS, float64(max(req.SentSince, 0)), belief
 	t.Vals[pvHeld], t.Vals[pvBest], t.Vals[pvPref], t.Vals[pvFaster] = float64(held), bestT, prefT, float64(best)
 	// The trace's candidates: the preferred, the home, the fastest and
 	// the winner first, then replicas in name order up to its capacity.
-	p.traceCand(t, req, v, pref, last, held)
-	p.traceCand(t, req, v, home, last, held)
-	p.traceCand(t, req, v, best, last, held)
+	p.traceCand(t, req, v, pref, last, held, prior)
+	p.traceCand(t, req, v, home, last, held, prior)
+	p.traceCand(t, req, v, best, last, held, prior)
 	for r := 0; r < len(v.Rows) && t.NCands < MaxTraceCands; r++ {
 		if !v.Excluded(r) {
-			p.traceCand(t, req, v, r, last, held)
+			p.traceCand(t, req, v, r, last, held, prior)
 		}
 	}
 	return d
 }
 
 // traceCand records replica r's prediction unless it is already there.
-func (p *Predictive) traceCand(t *Trace, req *Request, v *View, r, last, held int) {
+func (p *Predictive) traceCand(t *Trace, req *Request, v *View, r, last, held int, prior *predicted) {
 	for i := range min(t.NCands, MaxTraceCands) {
 		if int(t.Cands[i].Replica) == r {
 			return
@@ -299,16 +369,23 @@ func (p *Predictive) traceCand(t *Trace, req *Request, v *View, r, last, held in
 	if t.NCands >= MaxTraceCands {
 		return
 	}
-	x := p.predict(req, v, r, last, held)
+	x := p.predict(req, v, r, last, held, prior)
 	t.addCand(r, x.queue(), x.prefill(), x.decode(), x.move(), x.pf, x.dc)
 }
 
 func explainPredictive(d *Decision, b *strings.Builder) {
 	t := &d.Trace
 	fmt.Fprintf(b, "\n  request: prompt=%d output=%d", t.Prompt, t.Output)
-	if held := int(t.Vals[pvHeld]); held > 0 {
+	switch held := int(t.Vals[pvHeld]); {
+	case held > 0 && t.Vals[pvBelief] < 1:
+		fmt.Fprintf(b, "; cache on %s: %d tokens of it (belief %.2f: %.0f tokens routed there since)", t.name(t.Last), held, t.Vals[pvBelief], t.Vals[pvSent])
+	case held > 0:
 		fmt.Fprintf(b, "; cache on %s: %d tokens of it", t.name(t.Last), held)
-	} else {
+	case t.Vals[pvBelief] == pvOther:
+		fmt.Fprintf(b, "; the key's cache on %s (%d tokens) is longer than this prompt: another prompt's, not counted", t.name(t.Last), t.LastTokens)
+	case t.Vals[pvBelief] >= 0:
+		fmt.Fprintf(b, "; cache on %s most likely gone (%.0f tokens routed there since)", t.name(t.Last), t.Vals[pvSent])
+	default:
 		b.WriteString("; no cache known")
 	}
 	fmt.Fprintf(b, "; home %s; preferred %s", t.name(t.Home), t.name(t.Preferred))

@@ -13,13 +13,13 @@ import (
 // handView is the situation of the hand-computed decisions: on the seed's
 // ring key 5 has home llm-0. llm-0 prefills 100 tokens/s and decodes 20,
 // with 2 requests (600 tokens) in flight; llm-1 is twice as fast, with 1
-// request (300 tokens); llm-2 has not answered yet (the priors, 80 and
-// 20) and is idle.
+// request (300 tokens); llm-2 answered once, at the settings' priors' rates
+// (80 and 20), and is idle.
 func handView() *View {
 	v := seedView()
 	v.Rows[0].Load, v.Rows[0].Speed = Load{Requests: 2, Tokens: 600}, Speed{Prefill: 100, Decode: 20, Samples: 5}
 	v.Rows[1].Load, v.Rows[1].Speed = Load{Requests: 1, Tokens: 300}, Speed{Prefill: 200, Decode: 40, Samples: 5}
-	v.Rows[2].Load = Load{}
+	v.Rows[2].Load, v.Rows[2].Speed = Load{}, Speed{Prefill: 80, Decode: 20, Samples: 1}
 	v.Recount()
 	return v
 }
@@ -112,6 +112,62 @@ func TestPredictiveHandComputed(t *testing.T) {
 		},
 		want:   [3]pred{{6, 10, 5, 24}, {97, 3.5, 2.5, 0}, {0, 12.5, 5, 30}},
 		winner: 0, reason: Spill, charge: 1100,
+	}, {
+		// The first case after 32,768 tokens were routed to llm-1 since
+		// the conversation's last answer (cache_tokens 65,536): belief
+		// 1 − 32768/65536 = 0.5, held = 0.5 × 900 = 450.
+		// llm-1: own 550+100 = 650; 1 sharing, min(300, 650) = 300 tok →
+		//        1.5 s; prefill 550/200 = 2.75 s; decode 2.5 s → 6.75 s.
+		// llm-0: 6 + 10 + 5 + move 8 × 450/100 = 36 → 57 s.
+		// llm-2: 0 + 12.5 + 5 + move 8 × 450/80 = 45 → 62.5 s.
+		name: "half-decayed cache: less to gain, less to leave behind",
+		req:  Request{Hash: 5, PromptTokens: 1000, OutputTokens: 100, Last: 1, CachedTokens: 900, SentSince: 32768},
+		setup: func(v *View) {
+			v.Rows[1].Match = 900
+		},
+		want:   [3]pred{{6, 10, 5, 36}, {1.5, 2.75, 2.5, 0}, {0, 12.5, 5, 45}},
+		winner: 1, reason: Cache, charge: 650,
+	}, {
+		// Cached on llm-1 (900 of 1000) but llm-1 is busy (6 requests,
+		// 6000 tokens). Fresh (SentSince 0), the cache holds it:
+		// llm-1: 3 to wait for × 1000 + 3 × min(1000, 200) = 3600 tok →
+		// 18 s + 0.5 + 2.5 = 21 s; llm-0: 6 + 10 + 5 + 72 = 93 s.
+		name: "busy replica, fresh cache: stays",
+		req:  Request{Hash: 5, PromptTokens: 1000, OutputTokens: 100, Last: 1, CachedTokens: 900},
+		setup: func(v *View) {
+			v.Rows[1].Load = Load{Requests: 6, Tokens: 6000}
+			v.Rows[1].Match = 900
+		},
+		want:   [3]pred{{6, 10, 5, 72}, {18, 0.5, 2.5, 0}, {0, 12.5, 5, 90}},
+		winner: 1, reason: Cache, charge: 200,
+	}, {
+		// The same after 65,536 tokens routed to llm-1 since: belief 0,
+		// the cache is most likely gone (its Match, placement memory's
+		// undecayed figure, is not believed either); the conversation is
+		// placed like a new one and moving is free. llm-1: own 1100:
+		// 3 × 1000 + 3 × 1000 = 6000 tok → 30 s + 1000/200 = 5 + 2.5 =
+		// 37.5 s; home llm-0: 6 + 10 + 5 = 21 s; llm-2: 12.5 + 5 = 17.5 s.
+		// 21 − 17.5 = 3.5 > 0.1 × 21 + 0.25 = 2.35 → llm-2.
+		name: "busy replica, cache most likely gone: moves for free",
+		req:  Request{Hash: 5, PromptTokens: 1000, OutputTokens: 100, Last: 1, CachedTokens: 900, SentSince: 65536},
+		setup: func(v *View) {
+			v.Rows[1].Load = Load{Requests: 6, Tokens: 6000}
+			v.Rows[1].Match = 900
+		},
+		want:   [3]pred{{6, 10, 5, 0}, {30, 5, 2.5, 0}, {0, 12.5, 5, 0}},
+		winner: 2, reason: Faster, charge: 1100,
+	}, {
+		// llm-2 has not answered yet: it is assumed like the replicas
+		// that have, at their mean rates: prefill (100+200)/2 = 150,
+		// decode (20+40)/2 = 30. New conversation, 400 + 50 tokens:
+		// llm-2: 400/150 = 2.667 + 50/30 = 1.667 → 4.333 s; llm-1:
+		// min(300, 450)/200 = 1.5 + 2 + 50/40 = 1.25 → 4.75 s; home llm-0:
+		// 600/100 = 6 + 4 + 2.5 = 12.5 s → llm-2.
+		name:   "a replica that has not answered is assumed like the others",
+		req:    Request{Hash: 5, PromptTokens: 400, OutputTokens: 50, Last: -1},
+		setup:  func(v *View) { v.Rows[2].Speed = Speed{} },
+		want:   [3]pred{{6, 4, 2.5, 0}, {1.5, 2, 1.25, 0}, {0, 400.0 / 150, 50.0 / 30, 0}},
+		winner: 2, reason: Faster, charge: 450,
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -324,6 +380,7 @@ func TestPredictiveSettings(t *testing.T) {
 		{`{"margin_s": 1e9}`, "margin_s"},                 // absurdly large
 		{`{"slots": 0}`, "slots"},                         // a replica serves at least one
 		{`{"stale_after_s": -2}`, "stale_after_s"},        // an age is not negative
+		{`{"cache_tokens": 0}`, "cache_tokens"},           // a cache of no tokens holds nothing
 		{`{"slots": 2.5}`, "slots"},                       // not an integer
 		{`{"moveturns": 2}`, "moveturns"},                 // unknown key
 	} {
@@ -334,5 +391,26 @@ func TestPredictiveSettings(t *testing.T) {
 	}
 	if _, err := New("predictive", &Predictive{}); err == nil || !strings.Contains(err.Error(), "predictive.prior_prefill_tps") {
 		t.Errorf("zero settings: err = %v, want one naming predictive.prior_prefill_tps", err)
+	}
+}
+
+// TestPredictiveTraceBelief: the trace says how much of the cache is still
+// believed in, and why (issue 12: a cache that can be gone).
+func TestPredictiveTraceBelief(t *testing.T) {
+	for _, tc := range []struct {
+		sent int64
+		want string
+	}{
+		{0, "; cache on llm-1: 900 tokens of it; home"},                                              // fresh
+		{32768, "; cache on llm-1: 450 tokens of it (belief 0.50: 32768 tokens routed there since)"}, // half gone
+		{70000, "; cache on llm-1 most likely gone (70000 tokens routed there since)"},               // gone
+	} {
+		v := handView()
+		v.Rows[1].Match = 900
+		req := Request{Hash: 5, PromptTokens: 1000, OutputTokens: 100, Last: 1, CachedTokens: 900, SentSince: tc.sent}
+		d := DefaultPredictive().Pick(&req, v)
+		if got := d.Format(); !strings.Contains(got, tc.want) {
+			t.Errorf("SentSince %d: trace\n%s\nwant it to contain %q", tc.sent, got, tc.want)
+		}
 	}
 }
