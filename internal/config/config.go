@@ -45,6 +45,8 @@ type Router struct {
 	Upstream         Upstream        `json:"upstream"`
 	ShutdownGrace    Duration        `json:"shutdown_grace"`
 	Discovery        Discovery       `json:"discovery"`
+	// Cluster lets several router instances route as one (gossip).
+	Cluster Cluster `json:"cluster"`
 }
 
 // PrefixIndex sizes the approximate prefix index: per replica, the prompt
@@ -503,6 +505,7 @@ func (c *Router) Validate() error {
 	if c.ShutdownGrace < 0 {
 		bad("shutdown_grace", "must not be negative")
 	}
+	errs = append(errs, c.Cluster.Validate())
 	switch c.Discovery.Mode {
 	case "static":
 		if len(c.Discovery.Static) == 0 {
