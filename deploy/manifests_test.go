@@ -14,7 +14,6 @@ import (
 	"strings"
 	"testing"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -414,9 +413,7 @@ func checkRouter(t *testing.T, s *system) {
 	if d == nil || len(d.Spec.Template.Spec.Containers) != 1 {
 		t.Fatalf("want a Deployment %s with one container", routerName)
 	}
-	if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
-		t.Errorf("the router must run as one instance (replicas 1, Recreate): load lives in one process")
-	}
+	checkRouterCluster(t, s, cfg, d) // issue 13: cluster_test.go
 	c := d.Spec.Template.Spec.Containers[0]
 	if c.Image != localImage {
 		t.Errorf("router image %q, want %q", c.Image, localImage)

@@ -33,7 +33,7 @@ const (
 //	  peers:
 //	    mode: kubernetes           # static | kubernetes
 //	    kubernetes: {namespace: llm-ring, service: router-peers, port_name: gossip}
-//	  secret_file: /etc/llm-ring/gossip/key
+//	  secret_file: /var/run/secrets/llm-ring/gossip/key
 //	  sync_interval: 1s            # full load snapshot to every peer
 //	  flush_interval: 5ms          # batching window of pushed changes
 type Cluster struct {

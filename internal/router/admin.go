@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/llm-ring/llm-ring/internal/cluster"
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/wire"
 )
@@ -32,6 +33,9 @@ type ReplicaInfo struct {
 	InflightRequests int64   `json:"inflight_requests"`
 	InflightTokens   int64   `json:"inflight_tokens"`
 	RingShare        float64 `json:"ring_share"`
+	// PeerInflight*: the other router instances' load on it (cluster mode).
+	PeerInflightRequests int64 `json:"peer_inflight_requests,omitempty"`
+	PeerInflightTokens   int64 `json:"peer_inflight_tokens,omitempty"`
 }
 
 // ReplicasInfo is the body of GET /replicas.
@@ -39,14 +43,21 @@ type ReplicasInfo struct {
 	Policy           string        `json:"policy"`
 	Replicas         []ReplicaInfo `json:"replicas"`
 	PlacementEntries int           `json:"placement_entries"`
+	// Cluster is this instance's view of its peers (absent when
+	// cluster.mode is none).
+	Cluster *cluster.Status `json:"cluster,omitempty"`
 }
 
 func (r *Router) serveReplicas(w http.ResponseWriter, _ *http.Request) {
 	st := r.table.Status()
-	out := ReplicasInfo{Policy: st.Policy, PlacementEntries: st.Memory, Replicas: []ReplicaInfo{}}
-	for _, x := range st.Replicas {
+	out := ReplicasInfo{Policy: st.Policy, PlacementEntries: st.Memory, Replicas: []ReplicaInfo{}, Cluster: r.clusterStatus()}
+	peer := r.table.PeerLoad()
+	for i, x := range st.Replicas {
 		out.Replicas = append(out.Replicas, ReplicaInfo{Name: x.Name, URL: x.URL,
 			InflightRequests: x.Load.Requests, InflightTokens: x.Load.Tokens, RingShare: x.RingShare})
+		if i < len(peer) {
+			out.Replicas[i].PeerInflightRequests, out.Replicas[i].PeerInflightTokens = peer[i].Requests, peer[i].Tokens
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/llm-ring/llm-ring/internal/cluster"
 	"github.com/llm-ring/llm-ring/internal/config"
 	"github.com/llm-ring/llm-ring/internal/discovery"
 	"github.com/llm-ring/llm-ring/internal/policy"
@@ -54,6 +55,9 @@ type Options struct {
 	Logger *slog.Logger // nil: discard
 	// Transport reaches the replicas; nil builds one from Config.Upstream.
 	Transport http.RoundTripper
+	// NodeName names this instance among its cluster peers; "" uses the
+	// host name (the pod name on Kubernetes).
+	NodeName string
 }
 
 // Router is the HTTP router. It is an http.Handler.
@@ -73,6 +77,7 @@ type Router struct {
 	mu       sync.Mutex       // guards policy settings (admin API)
 	name     string
 	settings policy.Settings
+	node     *cluster.Node // the gossip membership; nil when cluster.mode is none
 }
 
 // New builds a Router with no replicas; feed it with SetReplicas (or Serve
@@ -146,6 +151,9 @@ func New(opts Options) (*Router, error) {
 			fmt.Sprintf("no route for %s %s; llm-ring proxies POST %s, %s and %s", req.Method, req.URL.Path,
 				wire.PathCompletion, wire.PathChatCompletions, wire.PathCompletions)})
 	})
+	if err := r.newCluster(opts.NodeName); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -179,7 +187,9 @@ func (r *Router) Serve(ctx context.Context, ln net.Listener, src discovery.Sourc
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	srv := &http.Server{Handler: r, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(r.log.Handler(), slog.LevelWarn)}
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
+	stopCluster := r.runCluster(ctx, errc)
+	defer stopCluster() // after the drain below
 	go func() {
 		if err := src.Run(ctx, r.SetReplicas); err != nil {
 			errc <- fmt.Errorf("discovery: %w", err)
