@@ -416,9 +416,7 @@ func checkRouter(t *testing.T, s *system) {
 	if d == nil || len(d.Spec.Template.Spec.Containers) != 1 {
 		t.Fatalf("want a Deployment %s with one container", routerName)
 	}
-	if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
-		t.Errorf("the router must run as one instance (replicas 1, Recreate): load lives in one process")
-	}
+	checkRouterCluster(t, s, cfg, d) // issue 13: cluster_test.go
 	c := d.Spec.Template.Spec.Containers[0]
 	if c.Image != localImage {
 		t.Errorf("router image %q, want %q", c.Image, localImage)

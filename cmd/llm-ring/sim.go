@@ -30,10 +30,14 @@ type simOptions struct {
 	profile  traffic.Profile
 	// arena: one scenario (profile) per entry, each run into a folder of
 	// its own (--profiles); nil without --profiles.
-	arena       []traffic.Profile
-	focus       string // the arena's paired-table policy ("": none)
-	seeds       []int64
-	replicas    int
+	arena    []traffic.Profile
+	focus    string // the arena's paired-table policy ("": none)
+	seeds    []int64
+	replicas int
+	// routers, gossip, gossipDelay: several router instances (issue 13).
+	routers     int
+	gossip      bool
+	gossipDelay time.Duration
 	shared      bool
 	scaleAt     time.Duration
 	loadDelay   time.Duration
@@ -196,18 +200,21 @@ func (o *simOptions) specsFor(prof traffic.Profile) []sim.Spec {
 	for _, seed := range o.seeds {
 		for _, pol := range o.policies {
 			out = append(out, sim.Spec{
-				RunID:     fmt.Sprintf("s%d-%s-%s", seed, pol, sim.Mode),
-				Policy:    pol,
-				Seed:      seed,
-				Order:     len(out),
-				Profile:   prof,
-				Replicas:  replicas,
-				Model:     o.model,
-				SharedCPU: o.shared,
-				Router:    o.router,
-				ScaleAt:   o.scaleAt,
-				LoadDelay: o.loadDelay,
-				Source:    o.source,
+				RunID:       fmt.Sprintf("s%d-%s-%s", seed, pol, sim.Mode),
+				Policy:      pol,
+				Seed:        seed,
+				Order:       len(out),
+				Profile:     prof,
+				Replicas:    replicas,
+				Model:       o.model,
+				SharedCPU:   o.shared,
+				Router:      o.router,
+				ScaleAt:     o.scaleAt,
+				LoadDelay:   o.loadDelay,
+				Routers:     o.routers,
+				Gossip:      o.gossip,
+				GossipDelay: o.gossipDelay,
+				Source:      o.source,
 			})
 		}
 	}
@@ -246,6 +253,9 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	seed := fs.Int64("seed", 1, "traffic seed (one run per policy)")
 	seeds := fs.String("seeds", "", "several seeds instead of --seed: a list or ranges, e.g. 1-10 or 1,2,3 or 1-3,7")
 	replicas := fs.Int("replicas", 3, "replicas at the start (llm-0, llm-1, ...)")
+	routers := fs.Int("routers", 1, "router instances, each with its own view; a request goes to instance hash(conversation, turn) mod N (a load balancer without affinity)")
+	gossip := fs.Bool("gossip", true, "with --routers > 1: the instances share placement, prefix inserts and in-flight load (as cluster.mode gossip); false: each sees only its own traffic")
+	gossipDelay := fs.Duration("gossip-delay", 5*time.Millisecond, "with --gossip: model time a change takes to reach the other instances (the live default flush_interval is 5ms)")
 	shared := fs.Bool("shared-cpu", true, "replicas share one compute budget (k busy replicas each run k times slower), as on the seed's laptop and in llm-ring run; --shared-cpu=false gives each replica a CPU of its own (needed for many replicas)")
 	scaleAt := fs.Float64("scale-at", 0, "start an extra replica at this many model seconds (0: no scale-up)")
 	loadDelay := fs.Duration("load-delay", 20*time.Second, "model time the extra replica takes to load before it joins the ring")
@@ -276,7 +286,7 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 		return nil, err
 	}
 
-	o := &simOptions{replicas: *replicas, shared: *shared, outDir: *outDir, force: *force, workers: *workers,
+	o := &simOptions{replicas: *replicas, routers: *routers, gossip: *gossip, gossipDelay: *gossipDelay, shared: *shared, outDir: *outDir, force: *force, workers: *workers,
 		analyze: *analyze, model: mcfg, loadDelay: *loadDelay, cpuProf: *cpuProf}
 	for _, p := range strings.Split(*policies, ",") {
 		if p = strings.TrimSpace(p); p == "" {
@@ -389,6 +399,12 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	o.scaleAt = time.Duration(math.Round(*scaleAt * 1e9))
 	if o.loadDelay < 0 {
 		return nil, usageError{fmt.Errorf("--load-delay: must not be negative, got %v", o.loadDelay)}
+	}
+	if o.routers < 1 || o.routers > 64 {
+		return nil, usageError{fmt.Errorf("--routers: must be between 1 and 64, got %d", o.routers)}
+	}
+	if o.gossipDelay < 0 {
+		return nil, usageError{fmt.Errorf("--gossip-delay: must not be negative, got %v", o.gossipDelay)}
 	}
 	if err := o.model.Validate(); err != nil {
 		return nil, usageError{err}

@@ -57,11 +57,11 @@ func TestConfigValidate(t *testing.T) {
 
 func TestAdvertiseExpandsEnv(t *testing.T) {
 	c := validGossip()
-	got, err := c.advertise(func(k string) string { return map[string]string{"POD_IP": "10.1.2.3"}[k] })
+	got, err := advertise(&c, func(k string) string { return map[string]string{"POD_IP": "10.1.2.3"}[k] })
 	if err != nil || got != "10.1.2.3:7946" {
 		t.Fatalf("advertise = %q, %v", got, err)
 	}
-	if _, err := c.advertise(func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "cluster.advertise") {
+	if _, err := advertise(&c, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "cluster.advertise") {
 		t.Fatalf("unset POD_IP: err = %v", err)
 	}
 }

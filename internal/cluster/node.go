@@ -183,7 +183,7 @@ func New(opts Options) (*Node, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	adv, err := cfg.advertise(getenv)
+	adv, err := advertise(&cfg, getenv)
 	if err != nil {
 		return nil, err
 	}
@@ -339,6 +339,9 @@ func (n *Node) PublishPrefix(u PrefixUpdate) {
 		part := u
 		part.Hashes = slices.Clone(h[:k])
 		n.outX = append(n.outX, part)
+		if u.Op == PrefixLost {
+			u.Op = PrefixInsert // the rest of the chain only adds to the first part
+		}
 		h = h[k:]
 	}
 	n.mu.Unlock()

@@ -8,8 +8,9 @@ import (
 )
 
 // Placement is one placement-memory update: the conversation whose key
-// hashes to Key was served by Replica, which reported CachedTokens of
-// PromptTokens (PromptChars characters) as already cached, at At (unix ns).
+// hashes to Key was served by Replica at At (unix ns); its last prompt was
+// PromptTokens (PromptChars characters), and CachedTokens (that prompt and
+// its answer) are believed cached there now (state.PlacementUpdate).
 type Placement struct {
 	Key          uint64
 	Replica      string
@@ -26,11 +27,19 @@ type PrefixOp uint8
 const (
 	PrefixInsert PrefixOp = 0
 	PrefixEvict  PrefixOp = 1
+	// PrefixLost: the replica reported losing its cache: forget every
+	// block believed on it, then insert Hashes (the prompt it has just
+	// processed). A chain split over several items carries PrefixLost on
+	// its first item only.
+	PrefixLost PrefixOp = 2
 )
 
 func (o PrefixOp) String() string {
-	if o == PrefixEvict {
+	switch o {
+	case PrefixEvict:
 		return "evict"
+	case PrefixLost:
+		return "lost"
 	}
 	return "insert"
 }
@@ -367,7 +376,7 @@ func decode(b []byte, intern func([]byte) string) (message, error) {
 		for r.err == nil && len(r.b) > 0 {
 			u := PrefixUpdate{Replica: r.name("replica", intern)}
 			op := r.byte1("op")
-			if r.err == nil && op > byte(PrefixEvict) {
+			if r.err == nil && op > byte(PrefixLost) {
 				r.fail("unknown prefix op %d", op)
 			}
 			u.Op = PrefixOp(op)

@@ -18,6 +18,7 @@ var (
 	samplePrefixes = []PrefixUpdate{
 		{Replica: "llm-0", Op: PrefixInsert, Hashes: []uint64{1, 2, 0xffffffffffffffff}, At: 1_760_000_000_000_000_000},
 		{Replica: "llm-3", Op: PrefixEvict, Hashes: []uint64{42}, At: 1_760_000_000_000_000_001},
+		{Replica: "llm-3", Op: PrefixLost, Hashes: []uint64{42, 43}, At: 1_760_000_000_000_000_002},
 	}
 	sampleLoad = loadMsg{Origin: "router-a", Gen: 1_760_000_000_000_000_000, Seq: 17, Entries: []LoadEntry{
 		{Replica: "llm-0", Load: Load{Requests: 3, Tokens: 9000}},

@@ -55,6 +55,8 @@ type Router struct {
 	ShutdownDelay Duration  `json:"shutdown_delay"`
 	ShutdownGrace Duration  `json:"shutdown_grace"`
 	Discovery     Discovery `json:"discovery"`
+	// Cluster lets several router instances route as one (gossip).
+	Cluster Cluster `json:"cluster"`
 }
 
 // PrefixIndex sizes the approximate prefix index: per replica, the prompt
@@ -516,6 +518,7 @@ func (c *Router) Validate() error {
 		bad("shutdown_grace", "must not be negative")
 	}
 	c.validateServing(bad)
+	errs = append(errs, c.Cluster.Validate())
 	switch c.Discovery.Mode {
 	case "static":
 		if len(c.Discovery.Static) == 0 {

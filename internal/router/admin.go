@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/llm-ring/llm-ring/internal/cluster"
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/wire"
 )
@@ -138,6 +139,9 @@ type ReplicaInfo struct {
 	// Healthy is false while the replica fails its health checks: it stays
 	// on the ring but takes no new request.
 	Healthy bool `json:"healthy"`
+	// PeerInflight*: the other router instances' load on it (cluster mode).
+	PeerInflightRequests int64 `json:"peer_inflight_requests,omitempty"`
+	PeerInflightTokens   int64 `json:"peer_inflight_tokens,omitempty"`
 }
 
 // ReplicasInfo is the body of GET /replicas.
@@ -145,14 +149,21 @@ type ReplicasInfo struct {
 	Policy           string        `json:"policy"`
 	Replicas         []ReplicaInfo `json:"replicas"`
 	PlacementEntries int           `json:"placement_entries"`
+	// Cluster is this instance's view of its peers (absent when
+	// cluster.mode is none).
+	Cluster *cluster.Status `json:"cluster,omitempty"`
 }
 
 func (r *Router) serveReplicas(w http.ResponseWriter, _ *http.Request) {
 	st := r.table.Status()
-	out := ReplicasInfo{Policy: st.Policy, PlacementEntries: st.Memory, Replicas: []ReplicaInfo{}}
-	for _, x := range st.Replicas {
+	out := ReplicasInfo{Policy: st.Policy, PlacementEntries: st.Memory, Replicas: []ReplicaInfo{}, Cluster: r.clusterStatus()}
+	peer := r.table.PeerLoad()
+	for i, x := range st.Replicas {
 		out.Replicas = append(out.Replicas, ReplicaInfo{Name: x.Name, URL: x.URL,
 			InflightRequests: x.Load.Requests, InflightTokens: x.Load.Tokens, RingShare: x.RingShare, Healthy: x.Healthy})
+		if i < len(peer) {
+			out.Replicas[i].PeerInflightRequests, out.Replicas[i].PeerInflightTokens = peer[i].Requests, peer[i].Tokens
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/llm-ring/llm-ring/internal/cluster"
 	"github.com/llm-ring/llm-ring/internal/config"
 	"github.com/llm-ring/llm-ring/internal/discovery"
 	"github.com/llm-ring/llm-ring/internal/policy"
@@ -57,6 +58,9 @@ type Options struct {
 	Logger *slog.Logger // nil: discard
 	// Transport reaches the replicas; nil builds one from Config.Upstream.
 	Transport http.RoundTripper
+	// NodeName names this instance among its cluster peers; "" uses the
+	// host name (the pod name on Kubernetes).
+	NodeName string
 }
 
 // Router is the HTTP router. It is an http.Handler.
@@ -89,6 +93,7 @@ type Router struct {
 	admin      *http.ServeMux
 	adminToken [sha256.Size]byte // sha256 of the admin bearer token
 	hasToken   bool
+	node       *cluster.Node // the gossip membership; nil when cluster.mode is none
 }
 
 // New builds a Router with no replicas; feed it with SetReplicas (or Serve
@@ -169,6 +174,9 @@ func New(opts Options) (*Router, error) {
 			fmt.Sprintf("no route for %s %s; llm-ring proxies POST %s, %s and %s", req.Method, clip(req.URL.Path, 128),
 				wire.PathCompletion, wire.PathChatCompletions, wire.PathCompletions)})
 	})
+	if err := r.newCluster(opts.NodeName); err != nil {
+		return nil, err
+	}
 	if err := r.initAdmin(); err != nil {
 		return nil, err
 	}
@@ -210,7 +218,9 @@ func (r *Router) Serve(ctx context.Context, ln net.Listener, src discovery.Sourc
 	bg, stopBg := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBg()
 	srv := r.newServer(r)
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
+	stopCluster := r.runCluster(bg, errc)
+	defer stopCluster() // after the drain below: peers count this instance's requests until they end
 	go func() {
 		if err := src.Run(bg, r.SetReplicas); err != nil {
 			errc <- fmt.Errorf("discovery: %w", err)

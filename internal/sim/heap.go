@@ -20,6 +20,9 @@ const (
 	evReplica
 	// evJoin: a replica that was loading joins the ring (who: its slot).
 	evJoin
+	// evGossip: the oldest published change reaches the other router
+	// instances (routers.go).
+	evGossip
 )
 
 // event is one entry of the event queue.

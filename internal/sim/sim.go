@@ -67,7 +67,8 @@ type user struct {
 	// message by message (the rendered conversation only grows).
 	blocks prefix.Hasher
 
-	// The request in flight.
+	// The request in flight, and the router instance it went through.
+	router  int32
 	ticket  state.Ticket
 	reason  policy.Reason
 	replica int32
@@ -115,8 +116,13 @@ type sim struct {
 	prof    traffic.Profile
 	src     Source
 	hash    func(string) uint64
-	table   *state.Table
 	polName string
+	// tables are the router instances (one unless Spec.Routers > 1); the
+	// gossip between them is in routers.go.
+	tables     []*state.Table
+	remote     []map[string]policy.Load // remote[i]: the others' load as delivered to i
+	gossip     []gossipMsg              // published, not yet delivered (from gossipHead)
+	gossipHead int
 
 	groups  []*model.Group
 	members [][]int32 // members[g][m] is the replica index of member m of group g
@@ -186,7 +192,6 @@ func newSim(spec *Spec, rows RowWriter) (*sim, error) {
 		prof:     spec.Profile,
 		src:      src,
 		hash:     ring.HashString,
-		table:    state.New(scfg, pol),
 		polName:  pol.Name(),
 		users:    make([]user, spec.Profile.Concurrency),
 		rows:     rows,
@@ -198,6 +203,7 @@ func newSim(spec *Spec, rows RowWriter) (*sim, error) {
 	if h := spec.Hash; h != nil {
 		s.hash = func(k string) uint64 { return h([]byte(k)) }
 	}
+	s.newRouters(scfg, pol)
 	if spec.SharedCPU {
 		g, err := model.NewGroup(true)
 		if err != nil {
@@ -268,7 +274,9 @@ func (s *sim) setMembers() {
 	for i, slot := range s.up {
 		rs[i] = simReplica(s.reps[slot].name)
 	}
-	s.table.SetReplicas(rs)
+	for _, t := range s.tables {
+		t.SetReplicas(rs)
+	}
 	// The table orders replicas by name, as replicaset.Normalize does.
 	idx := slices.Clone(s.up)
 	slices.SortFunc(idx, func(a, b int32) int { return strings.Compare(s.reps[a].name, s.reps[b].name) })
@@ -299,6 +307,13 @@ func (s *sim) loop(ctx context.Context) error {
 		e := s.q.pop()
 		if e.kind == evWake && (e.ver != s.wakeVer[e.who] || s.dead[e.who]) {
 			continue // the group's next event moved since (or its replica failed)
+		}
+		if e.kind == evGossip {
+			// Not counted in Events either: it carries what routing
+			// learned, it changes no replica.
+			s.now = e.at
+			s.deliver()
+			continue
 		}
 		if e.kind == evSample {
 			// Not counted in Events: sampling observes; it changes nothing
@@ -415,7 +430,8 @@ func (s *sim) send(u int32) error {
 
 	in := state.Input{Key: us.key, Hash: us.hash, Chars: us.chars, MaxTokens: turn.MaxTokens,
 		Blocks: us.blocks.Blocks(), FirstUser: c.Turns[0].User}
-	tk, d, err := s.table.Route(in, int64(s.now))
+	us.router = s.routerOf(us)
+	tk, d, err := s.tables[us.router].Route(in, int64(s.now))
 	if err != nil {
 		if !errors.Is(err, state.ErrNoReplica) {
 			return err
@@ -431,7 +447,7 @@ func (s *sim) send(u int32) error {
 		// The replica refuses it (llama.cpp answers 400, e.g. a prompt over
 		// the slot's context): the router releases the load, nothing is
 		// learned.
-		s.table.Release(&us.ticket, state.Outcome{}, int64(s.now))
+		s.tables[us.router].Release(&us.ticket, state.Outcome{}, int64(s.now))
 		s.reschedule(ref.group)
 		return s.fail(u, 400, err.Error())
 	}
@@ -511,7 +527,7 @@ func (s *sim) complete(u int32, res *model.Result, at time.Duration) error {
 	if res.PredictedN == 0 {
 		ttft = at - us.sent
 	}
-	fb := s.table.Release(&us.ticket, state.Outcome{
+	fb := s.tables[us.router].Release(&us.ticket, state.Outcome{
 		OK: true, Known: true, CacheN: res.CacheN, PromptN: res.PromptN, PredictedN: res.PredictedN,
 		PromptTime: res.PromptTime(), PredictedTime: res.Done - res.PromptDone, TTFT: ttft, Latency: at - us.sent,
 	}, int64(at))
@@ -559,10 +575,12 @@ func (s *sim) sample() {
 	for _, r := range s.snapIdx {
 		ref := &s.reps[r]
 		l := s.groups[ref.group].Server(int(ref.member)).Load()
-		s.table.SetReported(ref.name, policy.Reported{
-			Running: float64(l.Processing), Waiting: float64(l.Deferred), KVUse: l.KVUsage,
-			HasQueue: true, HasKV: true, At: int64(s.now),
-		})
+		for _, t := range s.tables { // every instance scrapes the replicas itself
+			t.SetReported(ref.name, policy.Reported{
+				Running: float64(l.Processing), Waiting: float64(l.Deferred), KVUse: l.KVUsage,
+				HasQueue: true, HasKV: true, At: int64(s.now),
+			})
+		}
 	}
 	s.q.push(s.now+s.sampleEvery, evSample, 0, 0)
 }

@@ -45,6 +45,15 @@ type Spec struct {
 	ScaleAt   time.Duration
 	LoadDelay time.Duration
 
+	// Routers is the number of router instances (0 and 1: one), each with
+	// its own view; a request goes to instance hash(conversation, turn)
+	// mod Routers. With Gossip, what each instance learns (placement,
+	// prefix inserts, in-flight load) reaches the others GossipDelay later
+	// (routers.go).
+	Routers     int
+	Gossip      bool
+	GossipDelay time.Duration
+
 	// Source, when set, replaces the profile's generator (tests use it for
 	// hand-made conversations). Profile still gives the number of
 	// conversations, the users and the context budget.
@@ -81,6 +90,12 @@ func (s *Spec) Validate() error {
 	}
 	if s.LoadDelay < 0 {
 		errs = append(errs, fmt.Errorf("load-delay: must not be negative, got %v", s.LoadDelay))
+	}
+	if s.Routers < 0 || s.Routers > 64 {
+		errs = append(errs, fmt.Errorf("routers: must be between 1 and 64, got %d", s.Routers))
+	}
+	if s.GossipDelay < 0 {
+		errs = append(errs, fmt.Errorf("gossip-delay: must not be negative, got %v", s.GossipDelay))
 	}
 	if err := s.Profile.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("profile %s: %w", s.Profile.Name, err))
@@ -199,7 +214,7 @@ func runConfig(s *Spec) map[string]any {
 	_, set, _ := Settings(s.Policy, &s.Router) // validated
 	m := s.Model
 	prof := s.Profile
-	return map[string]any{
+	out := map[string]any{
 		"engine": "llm-ring sim (discrete-event, virtual time)",
 		"profile": map[string]any{
 			"name": prof.Name, "conversations": prof.Conversations, "concurrency": prof.Concurrency,
@@ -232,4 +247,8 @@ func runConfig(s *Spec) map[string]any {
 		"scale_at_s":   s.ScaleAt.Seconds(),
 		"load_delay_s": s.LoadDelay.Seconds(),
 	}
+	if s.Routers > 1 { // absent for one router: earlier runs' files stay the same
+		out["routers"] = map[string]any{"instances": s.Routers, "gossip": s.Gossip, "gossip_delay": s.GossipDelay.String()}
+	}
+	return out
 }

@@ -60,20 +60,28 @@ func (m *memory) Routed(*Query, *Ticket, int64) {}
 // prompt and the answer, as reported; estimated when the answer had no
 // counts).
 func (m *memory) Finished(tk *Ticket, out Outcome, now int64) {
+	if p, ok := placeOf(tk, out); ok {
+		m.put(tk.key, p, now)
+	}
+}
+
+// placeOf is what placement memory records for a finished request: nothing
+// for a failure.
+func placeOf(tk *Ticket, out Outcome) (Place, bool) {
 	if !out.OK {
-		return
+		return Place{}, false
 	}
 	prompt, predicted := tk.EstPrompt, 0
 	if out.Known {
 		prompt, predicted = out.CacheN+out.PromptN, out.PredictedN
 	}
-	m.put(tk.key, Place{
+	return Place{
 		Replica: tk.id,
 		Cached:  int32(min(prompt+predicted, maxInt32)),
 		Prompt:  int32(min(prompt, maxInt32)),
 		Chars:   tk.chars,
 		Sent:    tk.sent,
-	}, now)
+	}, true
 }
 
 const maxInt32 = 1<<31 - 1

@@ -87,6 +87,15 @@ func (m *memory) put(key uint64, p Place, now int64) {
 	m.pushFront(i)
 }
 
+// putIfNewer records the place of key as of time at (another instance's
+// update), unless the entry was used or written after at.
+func (m *memory) putIfNewer(key uint64, p Place, at int64) {
+	if i, ok := m.index[key]; ok && m.entries[i].seen > at {
+		return
+	}
+	m.put(key, p, at)
+}
+
 func (m *memory) remove(i int32) {
 	delete(m.index, m.entries[i].key)
 	m.unlink(i)

@@ -70,11 +70,17 @@ func (p *prefixIndexer) Routed(q *Query, tk *Ticket, now int64) {
 // predict). Its blocks are dropped, and this prompt, which it has just
 // processed and now holds, is inserted again.
 func (p *prefixIndexer) Finished(tk *Ticket, out Outcome, now int64) {
-	if !out.OK || !out.Known || tk.match == 0 || out.CacheN*2 >= tk.match || len(tk.blocks) == 0 {
+	if !lostCache(tk, out) {
 		return
 	}
 	p.ix.Forget(tk.id)
 	p.ix.Insert(tk.id, tk.blocks, now)
+}
+
+// lostCache reports the prefix index's correction case: the turn expected a
+// hit and the replica reported reusing less than half of it.
+func lostCache(tk *Ticket, out Outcome) bool {
+	return out.OK && out.Known && tk.match > 0 && out.CacheN*2 < tk.match && len(tk.blocks) > 0
 }
 
 // Forget implements Indexer.

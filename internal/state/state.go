@@ -73,6 +73,11 @@ type Table struct {
 	tk    Ticket
 	seq   uint64
 	mem   *memory
+	px    *prefixIndexer // the prefix index, or nil
+	// peers are the other router instances (nil: this one alone);
+	// peerRows is the scratch the pick reads their loads into.
+	peers    Peers
+	peerRows []policy.Row
 	// Interned replica ids: a name keeps its id for the table's lifetime.
 	idOf   map[string]uint32
 	nameOf []string
@@ -119,6 +124,7 @@ func New(cfg Config, p policy.Policy) *Table {
 			panic(fmt.Sprintf("state.New: prefix_index: %v", err))
 		}
 		t.idx = append(t.idx, px)
+		t.px = px
 	}
 	t.idx = append(t.idx, cfg.Indexers...)
 	return t
@@ -356,6 +362,9 @@ func (t *Table) Route(in Input, now int64, exclude ...string) (Ticket, policy.De
 
 	v := &t.view
 	*v = policy.View{Names: s.names, Ring: s.ring, Rows: t.rows, Total: t.total, Visited: t.visited, Now: now}
+	if t.peers != nil {
+		v.Rows, v.Total = t.withPeerLoads()
+	}
 	if len(exclude) > 0 || t.nDown > 0 {
 		v.Exclude = t.excl
 		copy(v.Exclude, t.downBits)
@@ -393,6 +402,9 @@ func (t *Table) Route(in Input, now int64, exclude ...string) (Ticket, policy.De
 	t.tk = tk
 	for _, ix := range t.idx {
 		ix.Routed(q, &t.tk, now)
+	}
+	if t.peers != nil {
+		t.publishRouted(&t.tk, now)
 	}
 	return tk, d, nil
 }
@@ -486,6 +498,9 @@ func (t *Table) Release(tk *Ticket, out Outcome, now int64) Feedback {
 	}
 	for _, ix := range t.idx {
 		ix.Finished(&t.tk, out, now)
+	}
+	if t.peers != nil {
+		t.publishReleased(&t.tk, out, now)
 	}
 	if out.OK && out.Known {
 		t.learnSpeed(tk, &out)

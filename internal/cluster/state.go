@@ -1,0 +1,59 @@
+package cluster
+
+import "github.com/llm-ring/llm-ring/internal/state"
+
+// The two adapters between a Node and the routing state (state.Table), one
+// per direction, so that neither package depends on the other's types:
+//
+//	n, _ := cluster.New(cluster.Options{Config: cfg, Applier: cluster.TableApplier{Table: t}})
+//	t.SetPeers(cluster.TablePeers{Node: n})
+
+// TablePeers is a Node seen by the routing state: state.Peers.
+type TablePeers struct{ Node *Node }
+
+var _ state.Peers = TablePeers{}
+
+// PublishPlacement implements state.Peers.
+func (p TablePeers) PublishPlacement(u state.PlacementUpdate) {
+	p.Node.PublishPlacement(Placement{Key: u.Key, Replica: u.Replica,
+		CachedTokens: u.Cached, PromptTokens: u.Prompt, PromptChars: u.Chars, At: u.At})
+}
+
+// PublishPrefix implements state.Peers (PublishPrefix copies the blocks).
+func (p TablePeers) PublishPrefix(u state.PrefixUpdate) {
+	op := PrefixInsert
+	if u.Lost {
+		op = PrefixLost
+	}
+	p.Node.PublishPrefix(PrefixUpdate{Replica: u.Replica, Op: op, Hashes: u.Blocks, At: u.At})
+}
+
+// AddLoad implements state.Peers.
+func (p TablePeers) AddLoad(replica string, requests, tokens int64) {
+	p.Node.AddLoad(replica, requests, tokens)
+}
+
+// RemoteLoad implements state.Peers; it does not allocate.
+func (p TablePeers) RemoteLoad(replica string) (requests, tokens int64) {
+	return p.Node.RemoteLoad(replica)
+}
+
+// TableApplier feeds what peers publish into a routing table: Applier.
+type TableApplier struct{ Table *state.Table }
+
+var _ Applier = TableApplier{}
+
+// ApplyPlacement implements Applier.
+func (a TableApplier) ApplyPlacement(p Placement) {
+	a.Table.ApplyPlacement(state.PlacementUpdate{Key: p.Key, Replica: p.Replica,
+		Cached: p.CachedTokens, Prompt: p.PromptTokens, Chars: p.PromptChars, At: p.At})
+}
+
+// ApplyPrefix implements Applier. An eviction removes nothing the index
+// can express per block today (state publishes none): it is ignored.
+func (a TableApplier) ApplyPrefix(u PrefixUpdate) {
+	switch u.Op {
+	case PrefixInsert, PrefixLost:
+		a.Table.ApplyPrefix(state.PrefixUpdate{Replica: u.Replica, Lost: u.Op == PrefixLost, Blocks: u.Hashes, At: u.At})
+	}
+}

@@ -1,0 +1,94 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/llm-ring/llm-ring/internal/cluster"
+	"github.com/llm-ring/llm-ring/internal/config"
+)
+
+// Active-active routers (issue #13): with cluster.mode gossip, the router
+// joins its peers over memberlist (internal/cluster) and its routing table
+// publishes what it learns to them and applies what they learn
+// (state.Peers), so that several instances behind one Service route as one.
+// An instance that reaches no peer keeps routing on its own view, and says
+// so: llm_ring_cluster_isolated is 1 and GET /replicas shows
+// "isolated": true.
+
+// newCluster builds the gossip node when the configuration asks for one and
+// connects the routing table to it. It binds the gossip port; Serve joins.
+// name "" is the host name and the listen port.
+func (r *Router) newCluster(name string) error {
+	cfg := r.cfg.Cluster
+	if cfg.Mode != config.ClusterGossip {
+		return nil
+	}
+	if name == "" {
+		// The host name (a pod's is unique) and the HTTP port, so that
+		// several instances on one host get distinct names too.
+		host, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("cluster: node name: %w", err)
+		}
+		name = host
+		if _, port, err := net.SplitHostPort(r.cfg.Listen); err == nil {
+			name += "-" + port
+		}
+	}
+	n, err := cluster.New(cluster.Options{
+		Config:     cfg,
+		Name:       name,
+		Applier:    cluster.TableApplier{Table: r.table},
+		Logger:     r.log,
+		Registerer: r.reg,
+	})
+	if err != nil {
+		return err
+	}
+	r.node = n
+	r.table.SetPeers(cluster.TablePeers{Node: n})
+	return nil
+}
+
+// runCluster runs the node until the returned stop is called: Serve stops
+// it after the HTTP server has drained, so that peers keep counting this
+// instance's requests in flight until they end, and then see it leave.
+func (r *Router) runCluster(ctx context.Context, errc chan<- error) (stop func()) {
+	if r.node == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := r.node.Run(ctx); err != nil {
+			select {
+			case errc <- fmt.Errorf("cluster: %w", err):
+			default:
+			}
+		}
+	}()
+	st := r.node.Status()
+	r.log.Info("cluster_started", slog.String("name", st.Name), slog.String("addr", st.Addr))
+	return func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second): // leave waits at most 2 s
+		}
+	}
+}
+
+// clusterStatus returns the node's view of its cluster, or nil without one.
+func (r *Router) clusterStatus() *cluster.Status {
+	if r.node == nil {
+		return nil
+	}
+	st := r.node.Status()
+	return &st
+}
