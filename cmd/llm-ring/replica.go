@@ -30,8 +30,13 @@ func cmdReplica(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	apiKey := fs.String("api-key", "", "require this API key (Authorization: Bearer KEY or X-Api-Key); a comma-separated list for several")
 	cacheReport := fs.Bool("enable-prompt-tokens-details", false, "vllm face: report usage.prompt_tokens_details.cached_tokens (vLLM's flag)")
 	fs.BoolVar(cacheReport, "enable-cache-report", false, "sglang face: report usage.prompt_tokens_details.cached_tokens (SGLang's flag)")
-	cfg := model.DefaultConfig()
+	preset := fs.String("replica-preset", model.PresetCPU, "the model's preset: "+strings.Join(model.PresetNames(), ", ")+"; model flags given too override its values")
+	cfg, err := model.Preset(presetArg(args))
+	if err != nil {
+		return usageError{fmt.Errorf("--replica-preset: %w", err)}
+	}
 	modelFlags(fs, &cfg)
+	_ = preset // read before the model flags are defined (presetArg): their defaults come from it
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
