@@ -61,16 +61,7 @@ func (Least) Pick(req *Request, v *View) Decision {
 
 func explainLeast(d *Decision, b *strings.Builder) {
 	t := &d.Trace
-	b.WriteString("\n  in flight (requests): ")
-	for r := range min(t.N, MaxTraceLoads) {
-		if r > 0 {
-			b.WriteByte(' ')
-		}
-		fmt.Fprintf(b, "%s=%d", t.name(r), t.Loads[r])
-	}
-	if t.N > MaxTraceLoads {
-		fmt.Fprintf(b, " … (%d replicas)", t.N)
-	}
+	t.writeLoads(b, "in flight (requests)")
 	if d.Replica == t.Home {
 		fmt.Fprintf(b, "\n  ring home %s has the fewest → %s", t.name(t.Home), t.name(d.Replica))
 	} else {

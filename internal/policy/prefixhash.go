@@ -165,16 +165,7 @@ func explainPrefixHash(d *Decision, b *strings.Builder) {
 	t := &d.Trace
 	runes, total, thr, pct := int(t.Vals[0]), int64(t.Vals[1]), t.Vals[2], int(t.Vals[3])
 	fmt.Fprintf(b, "\n  key: first %d characters of the first user message → hash=%016x → ring home %s", runes, t.Hash, t.name(t.Home))
-	b.WriteString("\n  in flight (requests): ")
-	for r := range min(t.N, MaxTraceLoads) {
-		if r > 0 {
-			b.WriteByte(' ')
-		}
-		fmt.Fprintf(b, "%s=%d", t.name(r), t.Loads[r])
-	}
-	if t.N > MaxTraceLoads {
-		fmt.Fprintf(b, " … (%d replicas)", t.N)
-	}
+	t.writeLoads(b, "in flight (requests)")
 	fmt.Fprintf(b, "; threshold = (%d+1)/%d × %d%% = %.2f", total, t.N, pct, thr)
 	checks := t.Checks[:min(t.NChecks, MaxTraceChecks)]
 	for i, c := range checks {

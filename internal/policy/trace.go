@@ -149,16 +149,7 @@ func (t *Trace) writeBounded(b *strings.Builder, d *Decision, llm bool) {
 			b.WriteString(")")
 		}
 	}
-	fmt.Fprintf(b, "\n  load (%s): ", t.Unit)
-	for r := range min(t.N, MaxTraceLoads) {
-		if r > 0 {
-			b.WriteByte(' ')
-		}
-		fmt.Fprintf(b, "%s=%d", t.name(r), t.Loads[r])
-	}
-	if t.N > MaxTraceLoads {
-		fmt.Fprintf(b, " … (%d replicas)", t.N)
-	}
+	t.writeLoads(b, fmt.Sprintf("load (%s)", t.Unit))
 	prefCost := t.Cost
 	if t.CacheAt == t.Preferred && t.CacheAt >= 0 {
 		prefCost = t.CacheCost
@@ -215,5 +206,20 @@ func (t *Trace) writeBounded(b *strings.Builder, d *Decision, llm bool) {
 	}
 	if d.Reason == LeastLoaded {
 		fmt.Fprintf(b, "\n  no replica within the cap → least loaded: %s (%d with this request)", t.name(d.Replica), t.LeastLoad)
+	}
+}
+
+// writeLoads writes a line "label: name=load …" of the loads the trace
+// recorded (the first MaxTraceLoads replicas, then how many there are).
+func (t *Trace) writeLoads(b *strings.Builder, label string) {
+	fmt.Fprintf(b, "\n  %s: ", label)
+	for r := range min(t.N, MaxTraceLoads) {
+		if r > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(b, "%s=%d", t.name(r), t.Loads[r])
+	}
+	if t.N > MaxTraceLoads {
+		fmt.Fprintf(b, " … (%d replicas)", t.N)
 	}
 }
