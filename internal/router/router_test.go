@@ -430,7 +430,7 @@ func TestBadInput(t *testing.T) {
 		{"prompt missing", h.srv.URL, "POST", wire.PathCompletion, `{"n_predict":4}`, 400, "missing prompt"},
 		{"prompt wrong type", h.srv.URL, "POST", wire.PathCompletions, `{"prompt":{"x":1}}`, 400, "prompt"},
 		{"token id not integer", h.srv.URL, "POST", wire.PathCompletion, `{"prompt":[1,2.5]}`, 400, "prompt[1]"},
-		{"unknown path", h.srv.URL, "POST", "/v1/embeddings", `{}`, 404, "no route"},
+		{"unknown path", h.srv.URL, "POST", "/v1/audio/speech", `{}`, 404, "no route"},
 		{"wrong method", h.srv.URL, "GET", wire.PathChatCompletions, ``, 405, "POST only"},
 		{"no replica", emptySrv.URL, "POST", wire.PathChatCompletions, chatBody("hi", false), 503, "no ready replica"},
 		{"replica dies mid-request", brokenSrv.URL, "POST", wire.PathChatCompletions, chatBody("hi", false), 502, "replica b failed"},
