@@ -548,9 +548,11 @@ func TestMetricsGolden(t *testing.T) {
 	}
 	h.idle(t)
 	// The counters are updated just after each answer's last byte: wait for
-	// the third request to be counted before comparing.
+	// the third request to be counted, and its body let go (just after),
+	// before comparing.
 	deadline := time.Now().Add(5 * time.Second)
-	for testutil.ToFloat64(h.rt.metrics.requests.WithLabelValues("consistent", "llm-0", "home", "200")) < 3 && time.Now().Before(deadline) {
+	for (testutil.ToFloat64(h.rt.metrics.requests.WithLabelValues("consistent", "llm-0", "home", "200")) < 3 || h.rt.budget.held.Load() != 0) &&
+		time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	names := []string{"llm_ring_requests_total", "llm_ring_prompt_tokens_total", "llm_ring_predicted_tokens_total", "llm_ring_replicas", "llm_ring_replica_healthy", "llm_ring_buffered_body_bytes"}
