@@ -19,6 +19,7 @@ import (
 	"github.com/llm-ring/llm-ring/internal/experiment"
 	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/policy"
+	"github.com/llm-ring/llm-ring/internal/replica"
 	"github.com/llm-ring/llm-ring/internal/traffic"
 	"github.com/llm-ring/llm-ring/profiles"
 )
@@ -53,6 +54,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	loadDelay := fs.Duration("load-delay", 20*time.Second, "model time the extra embedded replica takes to load its model")
 	noHeaders := fs.Bool("no-headers", false, "send OpenAI-style bodies only, without x-conversation-id and x-turn (the router detects conversations itself)")
 	replicaPreset := fs.String("replica-preset", model.PresetCPU, "embedded replicas' model: "+strings.Join(model.PresetNames(), ", ")+" (see internal/model/preset.go)")
+	replicaAPI := fs.String("replica-api", replica.APILlamaCpp, "engine face of the embedded replicas: "+strings.Join(replica.APIs, ", ")+" (their answer shapes and /metrics names; the router's signals.engine follows)")
 	sharedCPU := fs.Bool("shared-cpu", true, "embedded replicas share one compute budget, as on the seed's laptop")
 	routerConfig := fs.String("router-config", "", "embedded router's configuration (YAML, as config/router.yaml; policy, listen and discovery are set per run)")
 	routerLog := fs.String("router-log", "", "write the embedded router's JSON log (every decision with its trace) to this file")
@@ -143,6 +145,15 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	spec.ReplicaPreset = *replicaPreset
 	if *routerURL != "" {
 		spec.ReplicaPreset = ""
+	}
+	if set["replica-api"] {
+		if *routerURL != "" {
+			return usageError{errors.New("--replica-api applies to embedded replicas, not with --router")}
+		}
+		if !slices.Contains(replica.APIs, *replicaAPI) {
+			return usageError{fmt.Errorf("--replica-api: must be one of %s, got %q", strings.Join(replica.APIs, ", "), *replicaAPI)}
+		}
+		spec.ReplicaAPI = *replicaAPI
 	}
 	if *adminTokenFile != "" {
 		b, err := os.ReadFile(*adminTokenFile)

@@ -23,9 +23,17 @@ import (
 // returns the router's base URL.
 func stack(t *testing.T, n int, policy string) string {
 	t.Helper()
+	return stackAPI(t, n, policy, replica.APILlamaCpp)
+}
+
+// stackAPI is stack with replicas wearing the given engine's face (the
+// vLLM and SGLang faces report cached tokens, as with
+// --enable-prompt-tokens-details and --enable-cache-report).
+func stackAPI(t *testing.T, n int, policy, api string) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	host, err := replica.NewHost(replica.Options{Model: model.DefaultConfig(), Speed: 200})
+	host, err := replica.NewHost(replica.Options{Model: model.DefaultConfig(), Speed: 200, API: api, CacheReport: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,6 +57,7 @@ func stack(t *testing.T, n int, policy string) string {
 		t.Fatal(err)
 	}
 	cfg.Policy, cfg.Discovery.Static = policy, rs
+	cfg.Signals.Engine = api // the scraper reads the engine's metric names
 	rt, err := router.New(router.Options{Config: cfg})
 	if err != nil {
 		t.Fatal(err)

@@ -493,3 +493,79 @@ func TestErrorsAreRecorded(t *testing.T) {
 		}
 	}
 }
+
+// TestReplicaAPI (issue 14): the runner's embedded replicas wear the
+// chosen engine's face. Every turn is recorded with the replica's counts
+// (the vLLM and SGLang faces report cached tokens), the run says which
+// face it used, and the replicas' engine metrics are kept.
+func TestReplicaAPI(t *testing.T) {
+	for _, api := range []string{replica.APIVLLM, replica.APISGLang} {
+		t.Run(api, func(t *testing.T) {
+			spec := embeddedSpec(t, "llm-aware")
+			spec.ReplicaAPI = api
+			results, err := Run(context.Background(), spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, rows := readRun(t, results[0])
+			if f.Errors != 0 || len(rows) != expectedTurns(t, spec.Profile, 1) {
+				t.Fatalf("%d rows, %d errors", len(rows), f.Errors)
+			}
+			cached := 0
+			for _, r := range rows {
+				if r.PromptN+r.CacheN == 0 || r.PredictedN == 0 {
+					t.Errorf("%s turn %d: no counts recorded: %+v", r.Conversation, r.Turn, r)
+				}
+				cached += r.CacheN
+			}
+			if cached == 0 {
+				t.Error("no turn reused a cache: cached tokens not reported")
+			}
+			if got := f.Config["replica"].(map[string]any)["api"]; got != api {
+				t.Errorf("recorded api %v, want %s", got, api)
+			}
+			for name, m := range f.ReplicaMetrics {
+				found := false
+				for k := range m {
+					found = found || strings.HasPrefix(k, api+":")
+				}
+				if !found {
+					t.Errorf("replica %s: no %s:* metrics kept: %v", name, api, m)
+				}
+			}
+		})
+	}
+}
+
+// TestReplicaAPIScraped (issue 14): with --replica-api, the embedded
+// router's scraper reads the replicas' engine metric names (signals.engine
+// follows the face), so a policy sees their queues.
+func TestReplicaAPIScraped(t *testing.T) {
+	spec := embeddedSpec(t, "llm-aware")
+	spec.ReplicaAPI = replica.APIVLLM
+	e := newEmbedded(&spec, http.DefaultClient)
+	url, _, err := e.start(context.Background(), "llm-aware")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.stop(context.Background(), false)
+	if e.cfg.Signals.Engine != replica.APIVLLM {
+		t.Fatalf("router signals.engine %q, want vllm", e.cfg.Signals.Engine)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		known := 0
+		for _, r := range e.rt.Table().Status().Replicas {
+			if r.Reported.HasQueue {
+				known++
+			}
+		}
+		if known == spec.Replicas {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10 s, %d of %d replicas' queues known to the router at %s", known, spec.Replicas, url)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/record"
+	"github.com/llm-ring/llm-ring/internal/replica"
 	"github.com/llm-ring/llm-ring/internal/traffic"
 )
 
@@ -82,6 +83,12 @@ type Spec struct {
 	Model model.Config
 	// ReplicaPreset names Model's preset (model.Preset), for the records.
 	ReplicaPreset string
+	// ReplicaAPI is the engine whose HTTP face the embedded replicas wear
+	// (replica.APIs: llamacpp, the default when empty, vllm or sglang). The
+	// vLLM and SGLang faces report cached tokens (as with
+	// --enable-prompt-tokens-details and --enable-cache-report), and the
+	// router's metrics scraper reads that engine's names (signals.engine).
+	ReplicaAPI string
 	// SharedCPU makes the replicas share one compute budget, as the seed's
 	// replicas on one laptop did: k busy replicas each run k times slower.
 	SharedCPU bool
@@ -156,6 +163,9 @@ func (s *Spec) Validate() error {
 	}
 	if len(s.Seeds) == 0 {
 		bad("no seed to run")
+	}
+	if s.ReplicaAPI != "" && !slices.Contains(replica.APIs, s.ReplicaAPI) {
+		bad("replica API must be one of %s, got %q", strings.Join(replica.APIs, ", "), s.ReplicaAPI)
 	}
 	seeds := map[int64]bool{}
 	for _, sd := range s.Seeds {

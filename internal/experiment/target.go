@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -96,7 +97,7 @@ func (e *embedded) serve(ctx context.Context, wg *sync.WaitGroup, what string, f
 func (e *embedded) start(ctx context.Context, policyName string) (string, int, error) {
 	e.host, e.errs, e.replicas, e.members = nil, nil, nil, nil
 	if e.spec.SharedCPU {
-		h, err := replica.NewHost(replica.Options{Model: e.model, SharedCPU: true, Speed: e.spec.Speed})
+		h, err := replica.NewHost(e.replicaOptions(e.model, true))
 		if err != nil {
 			return "", 0, err
 		}
@@ -116,6 +117,9 @@ func (e *embedded) start(ctx context.Context, policyName string) (string, int, e
 	}
 	cfg := *e.base
 	cfg.Policy = policyName
+	if e.spec.ReplicaAPI != "" {
+		cfg.Signals.Engine = e.spec.ReplicaAPI // the replicas' metric names
+	}
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Discovery = config.Discovery{Mode: "static", Static: slices.Clone(e.replicas)}
 	if err := cfg.Validate(); err != nil {
@@ -153,6 +157,12 @@ func (e *embedded) start(ctx context.Context, policyName string) (string, int, e
 	return "http://" + ln.Addr().String(), len(e.replicas), nil
 }
 
+// replicaOptions are an embedded host's options: the model, the run's
+// speed, and the engine face (with its cached-token report on).
+func (e *embedded) replicaOptions(m model.Config, shared bool) replica.Options {
+	return replica.Options{Model: m, SharedCPU: shared, Speed: e.spec.Speed, API: e.spec.ReplicaAPI, CacheReport: true}
+}
+
 // addReplica starts replica llm-<index> and serves it on a loopback port:
 // on the shared host, or else on a host of its own running at the
 // profile's speed factor for that index.
@@ -160,7 +170,7 @@ func (e *embedded) addReplica(index int, loadDelay time.Duration) (discovery.Rep
 	name := fmt.Sprintf("llm-%d", index)
 	m := &member{index: index, host: e.host}
 	if e.host == nil {
-		h, err := replica.NewHost(replica.Options{Model: e.model.WithSpeed(e.spec.Profile.ReplicaSpeed(index)), Speed: e.spec.Speed})
+		h, err := replica.NewHost(e.replicaOptions(e.model.WithSpeed(e.spec.Profile.ReplicaSpeed(index)), false))
 		if err != nil {
 			return discovery.Replica{}, err
 		}
@@ -286,8 +296,8 @@ func healthy(ctx context.Context, client *http.Client, base string) (bool, error
 	return false, fmt.Errorf("health of the new replica: HTTP %d", resp.StatusCode)
 }
 
-// replicaMetrics reads every replica's /metrics (llama.cpp's series and
-// the simulator's own, such as RAM cache evictions).
+// replicaMetrics reads every replica's /metrics (its engine's series,
+// llamacpp:* or vllm:* or sglang:*, and the simulator's own, such as RAM cache evictions).
 func (e *embedded) replicaMetrics(ctx context.Context) (map[string]map[string]float64, error) {
 	out := map[string]map[string]float64{}
 	var errs []error
@@ -297,7 +307,7 @@ func (e *embedded) replicaMetrics(ctx context.Context) (map[string]map[string]fl
 		}
 		r := m.rep
 		m := map[string]float64{}
-		for _, prefix := range []string{"llamacpp:", "llm_ring_sim_"} {
+		for _, prefix := range []string{cmp.Or(e.spec.ReplicaAPI, replica.APILlamaCpp) + ":", "llm_ring_sim_"} {
 			s, err := scrapePrefix(ctx, e.client, r.URL, prefix)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("replica %s: %w", r.Name, err))
@@ -353,6 +363,7 @@ func (e *embedded) describe() map[string]any {
 			"token_cost":         m.TokenCost.String(),
 			"attn_cost":          m.AttnCost.String(),
 			"preset":             e.spec.ReplicaPreset,
+			"api":                cmp.Or(e.spec.ReplicaAPI, replica.APILlamaCpp),
 			"prefill_token_cost": m.PrefillTokenCost.String(),
 			"prefill_attn_cost":  m.PrefillAttnCost.String(),
 			"prefill_overhead":   m.PrefillOverhead.String(),

@@ -19,8 +19,9 @@ import (
 
 // This file holds the endpoints beyond the three completion paths: the
 // middleware of llama.cpp's HTTP layer (CORS, API key), the model list,
-// /props, /detokenize, /apply-template, embeddings, rerank. ENDPOINTS.md
-// says, endpoint by endpoint, what follows llama.cpp and what is simulated.
+// /props, /detokenize, /apply-template, embeddings, rerank. docs/design.md
+// ("Endpoints, against llama.cpp") says, endpoint by endpoint, what follows
+// llama.cpp and what is simulated.
 
 // publicPaths are answered without an API key (llama.cpp's
 // tools/server/server-http.cpp, middleware_validate_api_key).

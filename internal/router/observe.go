@@ -77,8 +77,12 @@ type observer struct {
 	// it returns (an SSE error event) is passed to the client before the
 	// failure.
 	onBreak func(error) []byte
-	tail    []byte // error event still to pass on
-	fail    error  // the failure to report after tail
+	// parse, when set, reads an answer's counts instead of answerCounts
+	// (the Anthropic Messages shape): the whole body, or one SSE event's
+	// data (sse true).
+	parse func(data []byte, sse bool) (counts, bool)
+	tail  []byte // error event still to pass on
+	fail  error  // the failure to report after tail
 
 	mu    sync.Mutex
 	first time.Time // first byte from the replica
@@ -124,10 +128,16 @@ func (o *observer) Read(p []byte) (int, error) {
 	}
 	if err == io.EOF {
 		if !o.sse && !o.over {
-			var a answerCounts
-			if json.Unmarshal(o.buf, &a) == nil {
-				if c, ok := a.counts(); ok {
+			if o.parse != nil {
+				if c, ok := o.parse(o.buf, false); ok {
 					o.got = c
+				}
+			} else {
+				var a answerCounts
+				if json.Unmarshal(o.buf, &a) == nil {
+					if c, ok := a.counts(); ok {
+						o.got = c
+					}
 				}
 			}
 		}
@@ -184,6 +194,15 @@ func (o *observer) line(l []byte) {
 		o.end()
 		return
 	}
+	if o.parse != nil {
+		if c, ok := o.parse(data, true); ok {
+			o.got = c
+		}
+		if bytes.Contains(data, messageStop) { // Anthropic: the last event
+			o.end()
+		}
+		return
+	}
 	if !bytes.Contains(data, []byte(`"timings"`)) && !bytes.Contains(data, []byte(`"usage"`)) && !bytes.Contains(data, []byte(`"stop"`)) {
 		return
 	}
@@ -200,6 +219,18 @@ func (o *observer) line(l []byte) {
 }
 
 func (o *observer) Close() error { return o.rc.Close() }
+
+// messageStop is in the data of an Anthropic stream's last event.
+var messageStop = []byte(`"message_stop"`)
+
+// learn records counts read from the answer before it reached the
+// observer (by engine.Filter, from a chunk the client did not ask for); a
+// later event with counts still wins.
+func (o *observer) learn(c counts) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.got = c
+}
 
 func (o *observer) complete() bool {
 	o.mu.Lock()

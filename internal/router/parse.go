@@ -19,6 +19,8 @@ const (
 	kindCompletion  apiKind = iota + 1 // llama.cpp POST /completion
 	kindChat                           // OpenAI POST /v1/chat/completions
 	kindCompletions                    // OpenAI POST /v1/completions
+	kindMessages                       // Anthropic POST /v1/messages
+	kindByLoad                         // embeddings, rerank, tokenize: placement does not matter
 )
 
 func kindOf(path string) apiKind {
@@ -29,6 +31,11 @@ func kindOf(path string) apiKind {
 		return kindChat
 	case wire.PathCompletions:
 		return kindCompletions
+	case wire.PathMessages:
+		return kindMessages
+	}
+	if isByLoad(path) {
+		return kindByLoad
 	}
 	return 0
 }
@@ -106,6 +113,8 @@ func parseRequest(kind apiKind, h http.Header, body []byte, rules *keyRules, hs 
 	switch kind {
 	case kindChat:
 		start, err = p.parseMessages(top, rules.prefixChars, hs)
+	case kindMessages:
+		start, err = p.parseAnthropic(body, rules.prefixChars, hs)
 	default:
 		start, err = p.parsePrompt(top, rules.prefixChars, hs)
 	}

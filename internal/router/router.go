@@ -36,7 +36,6 @@ import (
 	"github.com/llm-ring/llm-ring/internal/discovery"
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/prefix"
-	"github.com/llm-ring/llm-ring/internal/ring"
 	"github.com/llm-ring/llm-ring/internal/signals"
 	"github.com/llm-ring/llm-ring/internal/state"
 	"github.com/llm-ring/llm-ring/internal/wire"
@@ -155,9 +154,10 @@ func New(opts Options) (*Router, error) {
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	r.mux = http.NewServeMux()
-	for _, p := range []string{wire.PathCompletion, wire.PathChatCompletions, wire.PathCompletions} {
+	for _, p := range proxiedPaths {
 		r.mux.HandleFunc(p, r.serveProxied)
 	}
+	r.handleModels()
 	for _, p := range []string{"/healthz", "/readyz", "/metrics", "/replicas"} {
 		r.mux.HandleFunc(p, func(w http.ResponseWriter, req *http.Request) {
 			w.Header().Set("Allow", "GET, HEAD")
@@ -171,8 +171,8 @@ func New(opts Options) (*Router, error) {
 	// The admin API is never served here (404): it has its own listener.
 	r.mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
 		r.fail(w, &httpError{http.StatusNotFound, wire.ErrTypeNotFound,
-			fmt.Sprintf("no route for %s %s; llm-ring proxies POST %s, %s and %s", req.Method, clip(req.URL.Path, 128),
-				wire.PathCompletion, wire.PathChatCompletions, wire.PathCompletions)})
+			fmt.Sprintf("no route for %s %s; llm-ring routes POST %s, and GET %s", req.Method, clip(req.URL.Path, 128),
+				strings.Join(proxiedPaths, ", "), strings.Join(modelsPaths, ", "))})
 	})
 	if err := r.newCluster(opts.NodeName); err != nil {
 		return nil, err
@@ -287,14 +287,19 @@ type flight struct {
 	ctx    context.Context // the request's, ended by the client or by a cut
 	start  time.Time
 	kind   apiKind
+	path   string        // the request's path, as logged
+	pol    policy.Policy // routes with this policy instead of the configured one (nil: configured)
 	in     state.Input
 	p      parsed
 	body   []byte
 	ticket state.Ticket
 	d      policy.Decision
 	held   bool // ticket not yet released
-	failed []string
-	tries  int
+	// injected: the router added stream_options.include_usage to the body
+	// (prepareStream); the answer's usage-only chunk is removed again.
+	injected bool
+	failed   []string
+	tries    int
 
 	status  int    // HTTP status sent to the client
 	errKind string // upstream error kind, if any
@@ -338,16 +343,14 @@ func (r *Router) serveProxied(w http.ResponseWriter, req *http.Request) {
 		hs.Reset(r.rules.blockChars)
 		defer r.hashers.Put(hs) // after finish (deferred below): the ticket holds its blocks until then
 	}
-	p, err := parseRequest(kind, req.Header, body, &r.rules, hs)
+	f, err := r.newFlight(ctx, kind, req, body, hs)
 	if err != nil {
 		r.fail(w, err)
 		return
 	}
-	f := &flight{ctx: ctx, start: start, kind: kind, p: p, body: body,
-		in: state.Input{Key: p.key, Hash: ring.HashString(p.key), Chars: p.chars, Tokens: p.tokens, MaxTokens: p.maxTokens,
-			Blocks: p.blocks, FirstUser: p.firstUser}}
+	f.start = start
 	t0 := time.Now()
-	f.ticket, f.d, err = r.table.Route(f.in, t0.UnixNano())
+	f.ticket, f.d, err = r.route(f, t0.UnixNano())
 	r.metrics.decision.Observe(time.Since(t0).Seconds())
 	if err != nil {
 		r.fail(w, &httpError{http.StatusServiceUnavailable, wire.ErrTypeUnavailable, "no ready replica to serve the request"})
@@ -422,7 +425,7 @@ func (r *Router) roundTrip(req *http.Request) (*http.Response, error) {
 			return resp, err // the last answer (a 503 or 429) goes to the client as it is
 		}
 		now := time.Now().UnixNano()
-		tk, d, rerr := r.table.Route(f.in, now, append(f.failed, f.ticket.Replica.Name)...)
+		tk, d, rerr := r.route(f, now, append(f.failed, f.ticket.Replica.Name)...)
 		if rerr != nil {
 			return resp, err // nobody else to try: report this answer or error
 		}
@@ -465,7 +468,10 @@ func (r *Router) modifyResponse(resp *http.Response) error {
 		resp.Body.Close()
 		return err // nothing reached the client: proxyError answers (504 when stalled)
 	}
-	f.obs = newObserver(body, strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"))
+	f.obs = newObserver(f.wrapStream(resp, body), strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"))
+	if f.kind == kindMessages {
+		f.obs.parse = messagesCounts
+	}
 	f.obs.onBreak = func(err error) []byte { return r.broken(f, err) }
 	if resp.StatusCode/100 == 2 {
 		// Release as soon as the replica has finished, before the last bytes
@@ -550,6 +556,9 @@ func (r *Router) settle(f *flight, out state.Outcome, now time.Time) {
 	if !f.held {
 		return
 	}
+	if f.pol != nil {
+		out = state.Outcome{} // placement does not matter: return the load, learn nothing
+	}
 	if out.OK {
 		out.Latency = now.Sub(f.start)
 		if f.obs != nil && !f.obs.first.IsZero() {
@@ -610,7 +619,7 @@ func (r *Router) finish(ctx context.Context, f *flight) {
 		slog.String("conversation", f.convo()),
 		slog.String("key_source", f.p.keySource),
 		slog.Int("turn", f.p.turn),
-		slog.String("path", kindPath(f.kind)),
+		slog.String("path", f.path),
 		slog.Bool("stream", f.p.stream),
 		slog.String("policy", policyName),
 		slog.String("replica", f.ticket.Replica.Name),
@@ -638,18 +647,6 @@ func (r *Router) finish(ctx context.Context, f *flight) {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-func kindPath(k apiKind) string {
-	switch k {
-	case kindCompletion:
-		return wire.PathCompletion
-	case kindChat:
-		return wire.PathChatCompletions
-	case kindCompletions:
-		return wire.PathCompletions
-	}
-	return ""
-}
 
 // fail answers a request the router refuses itself.
 func (r *Router) fail(w http.ResponseWriter, err error) {

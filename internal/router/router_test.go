@@ -430,7 +430,7 @@ func TestBadInput(t *testing.T) {
 		{"prompt missing", h.srv.URL, "POST", wire.PathCompletion, `{"n_predict":4}`, 400, "missing prompt"},
 		{"prompt wrong type", h.srv.URL, "POST", wire.PathCompletions, `{"prompt":{"x":1}}`, 400, "prompt"},
 		{"token id not integer", h.srv.URL, "POST", wire.PathCompletion, `{"prompt":[1,2.5]}`, 400, "prompt[1]"},
-		{"unknown path", h.srv.URL, "POST", "/v1/embeddings", `{}`, 404, "no route"},
+		{"unknown path", h.srv.URL, "POST", "/v1/audio/speech", `{}`, 404, "no route"},
 		{"wrong method", h.srv.URL, "GET", wire.PathChatCompletions, ``, 405, "POST only"},
 		{"no replica", emptySrv.URL, "POST", wire.PathChatCompletions, chatBody("hi", false), 503, "no ready replica"},
 		{"replica dies mid-request", brokenSrv.URL, "POST", wire.PathChatCompletions, chatBody("hi", false), 502, "replica b failed"},
@@ -548,9 +548,11 @@ func TestMetricsGolden(t *testing.T) {
 	}
 	h.idle(t)
 	// The counters are updated just after each answer's last byte: wait for
-	// the third request to be counted before comparing.
+	// the third request to be counted, and its body let go (just after),
+	// before comparing.
 	deadline := time.Now().Add(5 * time.Second)
-	for testutil.ToFloat64(h.rt.metrics.requests.WithLabelValues("consistent", "llm-0", "home", "200")) < 3 && time.Now().Before(deadline) {
+	for (testutil.ToFloat64(h.rt.metrics.requests.WithLabelValues("consistent", "llm-0", "home", "200")) < 3 || h.rt.budget.held.Load() != 0) &&
+		time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	names := []string{"llm_ring_requests_total", "llm_ring_prompt_tokens_total", "llm_ring_predicted_tokens_total", "llm_ring_replicas", "llm_ring_replica_healthy", "llm_ring_buffered_body_bytes"}

@@ -335,6 +335,20 @@ func (tk *Ticket) Blocks() []uint64 { return tk.blocks }
 func (t *Table) Route(in Input, now int64, exclude ...string) (Ticket, policy.Decision, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.route(t.pol, in, now, exclude)
+}
+
+// RouteWith is Route with policy p instead of the configured one: for
+// requests whose placement does not matter (embeddings, tokenizing), which
+// go where the load is lowest (policy.Least). The ticket is released with
+// Release as any other.
+func (t *Table) RouteWith(p policy.Policy, in Input, now int64, exclude ...string) (Ticket, policy.Decision, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.route(p, in, now, exclude)
+}
+
+func (t *Table) route(pol policy.Policy, in Input, now int64, exclude []string) (Ticket, policy.Decision, error) {
 	s := t.snap
 	if len(s.names) == 0 {
 		return Ticket{}, policy.Decision{}, ErrNoReplica
@@ -379,7 +393,7 @@ func (t *Table) Route(in Input, now int64, exclude ...string) (Ticket, policy.De
 			return Ticket{}, policy.Decision{}, ErrNoReplica
 		}
 	}
-	d := t.pol.Pick(req, v)
+	d := pol.Pick(req, v)
 	r := d.Replica
 	d.Charge = min(max(d.Charge, 0), MaxCharge)
 	t.rows[r].Load.Requests++

@@ -422,3 +422,55 @@ func (s reqSpy) Pick(req *policy.Request, v *policy.View) policy.Decision {
 	s.see(req)
 	return policy.Decision{Replica: 0, Reason: "spy", Charge: int64(req.PromptTokens + req.OutputTokens)}
 }
+
+// TestRouteWith: a request routed with a given policy ignores the
+// configured one. Behind a consistent-hash table, requests for the same key
+// would all land on its home; routed with policy.Least they go where the
+// fewest are in flight, skip unhealthy and excluded replicas, and their
+// release returns the load like any other.
+func TestRouteWith(t *testing.T) {
+	tb := newTable(t, "consistent")
+	tb.SetReplicas(replicas("a", "b", "c"))
+	var held []Ticket
+	seen := map[string]int{}
+	for range 3 {
+		tk, d, err := tb.RouteWith(policy.Least{}, in("same", 10, 1), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Trace.Policy != "least-loaded" {
+			t.Errorf("decision by %q, want least-loaded", d.Trace.Policy)
+		}
+		seen[tk.Replica.Name]++
+		held = append(held, tk)
+	}
+	if len(seen) != 3 {
+		t.Errorf("three requests in flight with the same key went to %v, want one on each replica", seen)
+	}
+	// The configured policy is untouched: the same key still has one home.
+	home, _, _ := tb.Route(in("same", 10, 1), 0)
+	again, _, _ := tb.Route(in("same", 10, 1), 0)
+	if home.Replica.Name != again.Replica.Name {
+		t.Errorf("consistent routed one key to %s and %s", home.Replica.Name, again.Replica.Name)
+	}
+	tb.Release(&home, Outcome{}, 0)
+	tb.Release(&again, Outcome{}, 0)
+	for i := range held {
+		tb.Release(&held[i], Outcome{}, 0)
+	}
+	for _, r := range tb.Status().Replicas {
+		if r.Load.Requests != 0 || r.Load.Tokens != 0 {
+			t.Errorf("%s: load %+v after every release, want zero", r.Name, r.Load)
+		}
+	}
+	// Unhealthy and excluded replicas are skipped; with none left, ErrNoReplica.
+	tb.SetHealthy("a", false)
+	tk, _, err := tb.RouteWith(policy.Least{}, in("x", 10, 1), 0, "b")
+	if err != nil || tk.Replica.Name != "c" {
+		t.Fatalf("a unhealthy, b excluded: routed to %q (%v), want c", tk.Replica.Name, err)
+	}
+	tb.Release(&tk, Outcome{}, 0)
+	if _, _, err := tb.RouteWith(policy.Least{}, in("x", 10, 1), 0, "b", "c"); !errors.Is(err, ErrNoReplica) {
+		t.Fatalf("none left: err = %v, want ErrNoReplica", err)
+	}
+}

@@ -1,0 +1,117 @@
+package router
+
+import (
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/llm-ring/llm-ring/internal/engine"
+	"github.com/llm-ring/llm-ring/internal/prefix"
+	"github.com/llm-ring/llm-ring/internal/wire"
+)
+
+// This file is where the router speaks the engines' contracts (package
+// engine): it asks every OpenAI-style stream for its usage and gives the
+// client back the stream it asked for, and it reads the Anthropic Messages
+// API's requests and answers.
+
+// prepareStream makes a streamed chat or completions request ask the replica
+// for usage (stream_options.include_usage) when the client did not: vLLM and
+// SGLang, like OpenAI, report a stream's counts only then. The rewritten
+// body is what the replica (and any failover) receives; the answer is
+// filtered back to what the client asked for (wrapStream). The new body is
+// a few bytes longer than the one the body budget holds: the budget keeps
+// counting the old one's capacity, which covers it.
+func (f *flight) prepareStream() error {
+	if !f.p.stream || (f.kind != kindChat && f.kind != kindCompletions) {
+		return nil
+	}
+	body, injected, err := engine.PrepareStream(f.body)
+	if err != nil {
+		return badRequest("malformed JSON body: %v", err)
+	}
+	f.body, f.injected = body, injected
+	return nil
+}
+
+// wrapStream puts engine.Filter between a replica's successful SSE answer
+// and the router's observer: the filter hands every count it sees to the
+// observer and, when the router asked for usage itself, removes the
+// usage-only chunk (and moves llama.cpp's timings back), so that the
+// observer and the client both see exactly the stream the client would
+// have received from the replica directly.
+func (f *flight) wrapStream(resp *http.Response, body io.ReadCloser) io.ReadCloser {
+	if resp.StatusCode/100 != 2 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return body
+	}
+	switch f.kind {
+	case kindChat, kindCompletions, kindCompletion, kindMessages:
+	default:
+		return body
+	}
+	return engine.NewFilter(body, f.injected, func(u engine.Usage) {
+		if f.obs != nil {
+			f.obs.learn(usageCounts(u))
+		}
+	})
+}
+
+// usageCounts converts what package engine read into the observer's counts.
+// An engine that does not report cached tokens (vLLM without
+// --enable-prompt-tokens-details, SGLang without --enable-cache-report)
+// gives Cached 0, read as "nothing reused", as the observer reads an
+// OpenAI usage without prompt_tokens_details.
+func usageCounts(u engine.Usage) counts {
+	return counts{known: true, cacheN: u.Cached, promptN: max(0, u.Prompt-u.Cached), predictedN: u.Completion}
+}
+
+// messagesCounts reads the counts of an Anthropic Messages answer
+// (non-streamed: the message's usage). Streams are read by engine.Filter,
+// which joins message_start's input counts with message_delta's output.
+func messagesCounts(data []byte, sse bool) (counts, bool) {
+	if sse {
+		return counts{}, false
+	}
+	u, err := engine.UsageOf(data)
+	if err != nil {
+		return counts{}, false
+	}
+	return usageCounts(u), true
+}
+
+// parseAnthropic reads an Anthropic Messages request (POST /v1/messages):
+// the characters of the whole conversation, its blocks as the replica
+// renders it (the system prompt as a system message, then the messages),
+// and its start under the same rules as a chat (the system prompt, then the
+// first prefixChars characters of the first user message), so that the
+// same conversation gets the same key through either API.
+func (p *parsed) parseAnthropic(body []byte, prefixChars int, hs *prefix.Hasher) (string, error) {
+	m, err := engine.ParseMessages(body)
+	if err != nil {
+		return "", badRequest("%v", err)
+	}
+	var start strings.Builder
+	if m.System != "" {
+		p.chars += wire.ChatChars("system", m.System)
+		if hs != nil {
+			hs.WriteMessage("system", m.System)
+		}
+		wire.ConversationStart(&start, "system", m.System, prefixChars)
+	}
+	users := 0
+	for _, msg := range m.Messages {
+		p.chars += wire.ChatChars(msg.Role, msg.Text)
+		if hs != nil {
+			hs.WriteMessage(msg.Role, msg.Text)
+		}
+		if msg.Role == "user" {
+			if users == 0 {
+				wire.ConversationStart(&start, msg.Role, msg.Text, prefixChars)
+				p.firstUser = msg.Text
+			}
+			users++
+		}
+	}
+	p.turn = users
+	return start.String(), nil
+}
