@@ -59,10 +59,11 @@ func (f *flight) wrapStream(resp *http.Response, body io.ReadCloser) io.ReadClos
 // usageCounts converts what package engine read into the observer's counts.
 // An engine that does not report cached tokens (vLLM without
 // --enable-prompt-tokens-details, SGLang without --enable-cache-report)
-// gives Cached 0, read as "nothing reused", as the observer reads an
-// OpenAI usage without prompt_tokens_details.
+// gives Cached 0 with CachedKnown false: the counts stand, but the state
+// does not read "nothing reused" as a lost cache.
 func usageCounts(u engine.Usage) counts {
-	return counts{known: true, cacheN: u.Cached, promptN: max(0, u.Prompt-u.Cached), predictedN: u.Completion}
+	return counts{known: true, cacheN: u.Cached, promptN: max(0, u.Prompt-u.Cached), predictedN: u.Completion,
+		cachedUnknown: !u.CachedKnown}
 }
 
 // messagesCounts reads the counts of an Anthropic Messages answer

@@ -19,11 +19,13 @@ const maxKeep = 4 << 20
 type counts struct {
 	known                       bool
 	cacheN, promptN, predictedN int
+	cachedUnknown               bool    // the answer does not say how much was reused (vLLM/SGLang without their report option)
 	promptMS, predictedMS       float64 // llama.cpp timings; 0 when the answer has none
 }
 
 func (c counts) outcome() state.Outcome {
 	return state.Outcome{OK: true, Known: c.known, CacheN: c.cacheN, PromptN: c.promptN, PredictedN: c.predictedN,
+		CachedUnknown: c.cachedUnknown,
 		PromptTime: msDuration(c.promptMS), PredictedTime: msDuration(c.predictedMS)}
 }
 
@@ -56,7 +58,8 @@ func (a *answerCounts) counts() (counts, bool) {
 		if u.PromptTokensDetails != nil {
 			cached = u.PromptTokensDetails.CachedTokens
 		}
-		return counts{known: true, cacheN: cached, promptN: max(0, u.PromptTokens-cached), predictedN: u.CompletionTokens}, true
+		return counts{known: true, cacheN: cached, promptN: max(0, u.PromptTokens-cached), predictedN: u.CompletionTokens,
+			cachedUnknown: u.PromptTokensDetails == nil}, true
 	}
 	return counts{}, false
 }

@@ -80,7 +80,7 @@ func (p *prefixIndexer) Finished(tk *Ticket, out Outcome, now int64) {
 // lostCache reports the prefix index's correction case: the turn expected a
 // hit and the replica reported reusing less than half of it.
 func lostCache(tk *Ticket, out Outcome) bool {
-	return out.OK && out.Known && tk.match > 0 && out.CacheN*2 < tk.match && len(tk.blocks) > 0
+	return out.OK && out.Known && !out.CachedUnknown && tk.match > 0 && out.CacheN*2 < tk.match && len(tk.blocks) > 0
 }
 
 // Forget implements Indexer.

@@ -478,6 +478,11 @@ type Outcome struct {
 	CacheN     int // prompt tokens reused from the replica's cache
 	PromptN    int // prompt tokens processed
 	PredictedN int // tokens generated
+	// CachedUnknown: the answer did not say how many prompt tokens were
+	// reused (vLLM without --enable-prompt-tokens-details, SGLang without
+	// its cache report): CacheN is 0 by default, not by report, so no
+	// cache-lost conclusion is drawn from it.
+	CachedUnknown bool
 	// The replica's own times when it reports them (llama.cpp timings:
 	// prompt_ms, predicted_ms), else 0.
 	PromptTime, PredictedTime time.Duration
@@ -504,7 +509,7 @@ func (t *Table) Release(tk *Ticket, out Outcome, now int64) Feedback {
 	t.uncharge(tk)
 	var fb Feedback
 	if out.OK && out.Known {
-		fb.CacheLost = tk.ExpectCached > 0 && out.CacheN*2 < tk.ExpectCached
+		fb.CacheLost = !out.CachedUnknown && tk.ExpectCached > 0 && out.CacheN*2 < tk.ExpectCached
 	}
 	t.tk = *tk // as in Route: a copy, so that tk does not escape
 	if int(tk.id) < len(t.routed) {

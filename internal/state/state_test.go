@@ -474,3 +474,25 @@ func TestRouteWith(t *testing.T) {
 		t.Fatalf("none left: err = %v, want ErrNoReplica", err)
 	}
 }
+
+// TestCachedUnknownIsNotLost (issue 14): an answer that does not say how
+// many prompt tokens were reused (vLLM without --enable-prompt-tokens-details)
+// is not read as a lost cache; one that says 0 is.
+func TestCachedUnknownIsNotLost(t *testing.T) {
+	tb := newTable(t, "llm-aware")
+	tb.SetReplicas(replicas("a", "b", "c"))
+	tk, _, _ := tb.Route(in("conv", 400, 50), 0)
+	tb.Release(&tk, Outcome{OK: true, Known: true, PromptN: 100, PredictedN: 30}, 1)
+	for _, tc := range []struct {
+		unknown, lost bool
+	}{{true, false}, {false, true}} {
+		tk, _, _ = tb.Route(in("conv", 480, 50), 2)
+		if tk.ExpectCached == 0 {
+			t.Fatal("turn 2 expects no cache")
+		}
+		fb := tb.Release(&tk, Outcome{OK: true, Known: true, PromptN: 150, PredictedN: 30, CachedUnknown: tc.unknown}, 3)
+		if fb.CacheLost != tc.lost {
+			t.Errorf("cached unknown %v: cache lost %v, want %v", tc.unknown, fb.CacheLost, tc.lost)
+		}
+	}
+}
