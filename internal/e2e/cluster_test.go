@@ -230,10 +230,11 @@ func TestActiveActiveRouters(t *testing.T) {
 		t.Skip("live cluster test")
 	}
 	const convs, turns, users = 24, 5, 8
-	think := 50 * time.Millisecond
-	one, latOne := workload(t, routers(t, 1, false), convs, turns, users, think)
-	three, latThree := workload(t, routers(t, 3, true), convs, turns, users, think)
-	alone, latAlone := workload(t, routers(t, 3, false), convs, turns, users, think)
-	t.Logf("follow-up hit rate: one router %.1f%%, three with gossip %.1f%%, three without %.1f%%", one*100, three*100, alone*100)
-	t.Logf("p95 latency: one %v, three with gossip %v, three without %v", p95(latOne), p95(latThree), p95(latAlone))
+	for _, think := range []time.Duration{0, 50 * time.Millisecond} {
+		one, latOne := workload(t, routers(t, 1, false), convs, turns, users, think)
+		three, latThree := workload(t, routers(t, 3, true), convs, turns, users, think)
+		alone, latAlone := workload(t, routers(t, 3, false), convs, turns, users, think)
+		t.Logf("think %v: follow-up hit rate: one router %.1f%%, three with gossip %.1f%%, three without %.1f%%", think, one*100, three*100, alone*100)
+		t.Logf("think %v: p95 latency: one %v, three with gossip %v, three without %v", think, p95(latOne), p95(latThree), p95(latAlone))
+	}
 }

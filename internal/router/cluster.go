@@ -92,3 +92,13 @@ func (r *Router) clusterStatus() *cluster.Status {
 	st := r.node.Status()
 	return &st
 }
+
+// flushCluster pushes the table's pending changes to the peers at once (a
+// release: the load gone, the placement learned), before the answer's last
+// bytes reach the client and it sends its next turn, possibly to another
+// instance.
+func (r *Router) flushCluster() {
+	if r.node != nil {
+		r.node.Flush()
+	}
+}
