@@ -255,6 +255,15 @@ func New(opts Options) (*Node, error) {
 	return n, nil
 }
 
+// Crash shuts memberlist down without leaving, as a killed process does
+// (for tests of losing an instance): peers find out through memberlist's
+// failure detector, and drop this instance's loads then. Run returns
+// without leaving once its context ends.
+func (n *Node) Crash() {
+	n.crashed.Store(true)
+	_ = n.ml.Shutdown()
+}
+
 // Name is this instance's name among its peers.
 func (n *Node) Name() string { return n.name }
 

@@ -102,3 +102,13 @@ func (r *Router) flushCluster() {
 		r.node.Flush()
 	}
 }
+
+// CrashCluster stops the gossip node as a killed process would, without a
+// leave message: peers notice through the failure detector. For tests that
+// kill an instance (they close its listener and connections for the HTTP
+// side); without a cluster it does nothing.
+func (r *Router) CrashCluster() {
+	if r.node != nil {
+		r.node.Crash()
+	}
+}
