@@ -14,9 +14,10 @@
 //	req, tok := n.RemoteLoad("llm-0")    // sum of the peers' loads
 //	a.ApplyPlacement(p)                  // remote changes arrive here
 //
-// How it travels (see NOTES.md for why and for sizes): local changes are
-// batched for flush_interval and pushed as UDP packets to every alive peer
-// (SendBestEffort); every sync_interval each instance sends its full load
+// How it travels (docs/design.md, "Active-active routers", says why and
+// gives sizes): local changes are batched for flush_interval, a release
+// (load decrease, placement, lost cache) not at all, and pushed as UDP
+// packets to every alive peer (SendBestEffort); every sync_interval each instance sends its full load
 // snapshot to every peer over TCP (SendReliable), which repairs any lost
 // push. Loads travel as absolute values with a per-sender generation and
 // sequence, so a lost, late or repeated message costs accuracy, never
@@ -799,7 +800,7 @@ func (delegate) NodeMeta(int) []byte { return nil }
 func (d delegate) NotifyMsg(b []byte) { d.n.receive(b, false) }
 
 // GetBroadcasts returns nothing: pushes go out through push, not memberlist's
-// gossip queue (see NOTES.md).
+// gossip queue (docs/design.md, "Active-active routers").
 func (delegate) GetBroadcasts(int, int) [][]byte { return nil }
 
 // LocalState hands memberlist our load snapshot for its join and periodic
