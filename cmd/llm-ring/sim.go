@@ -38,6 +38,7 @@ type simOptions struct {
 	routers     int
 	gossip      bool
 	gossipDelay time.Duration
+	gossipBatch time.Duration
 	shared      bool
 	scaleAt     time.Duration
 	loadDelay   time.Duration
@@ -214,6 +215,7 @@ func (o *simOptions) specsFor(prof traffic.Profile) []sim.Spec {
 				Routers:     o.routers,
 				Gossip:      o.gossip,
 				GossipDelay: o.gossipDelay,
+				GossipBatch: o.gossipBatch,
 				Source:      o.source,
 			})
 		}
@@ -256,6 +258,7 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	routers := fs.Int("routers", 1, "router instances, each with its own view; a request goes to instance hash(conversation, turn) mod N (a load balancer without affinity)")
 	gossip := fs.Bool("gossip", true, "with --routers > 1: the instances share placement, prefix inserts and in-flight load (as cluster.mode gossip); false: each sees only its own traffic")
 	gossipDelay := fs.Duration("gossip-delay", 5*time.Millisecond, "with --gossip: model time a change takes to reach the other instances (the live default flush_interval is 5ms)")
+	gossipBatch := fs.Duration("gossip-batch", 0, "with --gossip: model the live node's batching (flush_interval): load increases and prefix inserts wait this much more than --gossip-delay, releases do not and take what is held with them (live: --gossip-delay 0 --gossip-batch 5ms); 0: every change waits --gossip-delay alone")
 	shared := fs.Bool("shared-cpu", true, "replicas share one compute budget (k busy replicas each run k times slower), as on the seed's laptop and in llm-ring run; --shared-cpu=false gives each replica a CPU of its own (needed for many replicas)")
 	scaleAt := fs.Float64("scale-at", 0, "start an extra replica at this many model seconds (0: no scale-up)")
 	loadDelay := fs.Duration("load-delay", 20*time.Second, "model time the extra replica takes to load before it joins the ring")
@@ -286,7 +289,7 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 		return nil, err
 	}
 
-	o := &simOptions{replicas: *replicas, routers: *routers, gossip: *gossip, gossipDelay: *gossipDelay, shared: *shared, outDir: *outDir, force: *force, workers: *workers,
+	o := &simOptions{replicas: *replicas, routers: *routers, gossip: *gossip, gossipDelay: *gossipDelay, gossipBatch: *gossipBatch, shared: *shared, outDir: *outDir, force: *force, workers: *workers,
 		analyze: *analyze, model: mcfg, loadDelay: *loadDelay, cpuProf: *cpuProf}
 	for _, p := range strings.Split(*policies, ",") {
 		if p = strings.TrimSpace(p); p == "" {
@@ -405,6 +408,9 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	}
 	if o.gossipDelay < 0 {
 		return nil, usageError{fmt.Errorf("--gossip-delay: must not be negative, got %v", o.gossipDelay)}
+	}
+	if o.gossipBatch < 0 {
+		return nil, usageError{fmt.Errorf("--gossip-batch: must not be negative, got %v", o.gossipBatch)}
 	}
 	if err := o.model.Validate(); err != nil {
 		return nil, usageError{err}

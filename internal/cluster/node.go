@@ -14,9 +14,10 @@
 //	req, tok := n.RemoteLoad("llm-0")    // sum of the peers' loads
 //	a.ApplyPlacement(p)                  // remote changes arrive here
 //
-// How it travels (see NOTES.md for why and for sizes): local changes are
-// batched for flush_interval and pushed as UDP packets to every alive peer
-// (SendBestEffort); every sync_interval each instance sends its full load
+// How it travels (docs/design.md, "Active-active routers", says why and
+// gives sizes): local changes are batched for flush_interval, a release
+// (load decrease, placement, lost cache) not at all, and pushed as UDP
+// packets to every alive peer (SendBestEffort); every sync_interval each instance sends its full load
 // snapshot to every peer over TCP (SendReliable), which repairs any lost
 // push. Loads travel as absolute values with a per-sender generation and
 // sequence, so a lost, late or repeated message costs accuracy, never
@@ -137,6 +138,7 @@ type Node struct {
 	outP  []Placement
 	outX  []PrefixUpdate
 	kick  chan struct{} // a push is pending
+	now   chan struct{} // a push is pending that must not wait (a release)
 
 	bookMu sync.RWMutex // guards book
 	book   *loadBook
@@ -214,6 +216,7 @@ func New(opts Options) (*Node, error) {
 		dropOut: opts.dropOut,
 		local:   newLocalLoads(),
 		kick:    make(chan struct{}, 1),
+		now:     make(chan struct{}, 1),
 		book:    newLoadBook(),
 		intern:  map[string]string{},
 		rejoin:  make(chan struct{}, 1),
@@ -251,6 +254,15 @@ func New(opts Options) (*Node, error) {
 	n.ml = ml
 	n.addr = ml.LocalNode().Address()
 	return n, nil
+}
+
+// Crash shuts memberlist down without leaving, as a killed process does
+// (for tests of losing an instance): peers find out through memberlist's
+// failure detector, and drop this instance's loads then. Run returns
+// without leaving once its context ends.
+func (n *Node) Crash() {
+	n.crashed.Store(true)
+	_ = n.ml.Shutdown()
 }
 
 // Name is this instance's name among its peers.
@@ -318,7 +330,7 @@ func (n *Node) PublishPlacement(p Placement) {
 		n.m.dropped.WithLabelValues(KindPlacement.String(), dropQueueFull).Inc()
 		return
 	}
-	signal(n.kick)
+	signal(n.now) // a placement is learned when an answer ends: see pushLoop
 }
 
 // PublishPrefix enqueues a local prefix-index insert or eviction; chains
@@ -348,13 +360,18 @@ func (n *Node) PublishPrefix(u PrefixUpdate) {
 	if full {
 		n.m.dropped.WithLabelValues(KindPrefix.String(), dropQueueFull).Inc()
 	}
-	signal(n.kick)
+	if u.Op == PrefixLost {
+		signal(n.now) // learned when an answer ends, like a placement
+	} else {
+		signal(n.kick)
+	}
 }
 
 // AddLoad records a change of THIS instance's in-flight load on replica
 // (+1 request and its tokens when a request starts, the negation when it
-// ends). It never blocks; the new value reaches peers within about the
-// flush interval.
+// ends). It never blocks. An increase reaches peers within about the flush
+// interval; a decrease (a request ended) is pushed at once, with everything
+// else pending (see pushLoop).
 func (n *Node) AddLoad(replica string, dRequests, dTokens int64) {
 	if dRequests == 0 && dTokens == 0 {
 		return
@@ -362,7 +379,10 @@ func (n *Node) AddLoad(replica string, dRequests, dTokens int64) {
 	n.mu.Lock()
 	first := n.local.add(replica, dRequests, dTokens)
 	n.mu.Unlock()
-	if first {
+	switch {
+	case dRequests < 0:
+		signal(n.now)
+	case first:
 		signal(n.kick)
 	}
 }
@@ -449,7 +469,17 @@ func (n *Node) setMember(m *memberlist.Node, alive bool) {
 }
 
 // pushLoop waits for a change, lets changes accumulate for the flush
-// interval, then pushes them all.
+// interval, then pushes them all; a release (a load decrease, a placement,
+// a lost cache) is pushed at once, with whatever else is pending.
+//
+// Why releases do not wait (issue #13, measured live): the router releases a
+// request when the replica's answer ends, just before its last bytes reach
+// the client, and a client with no think time sends its next turn at once —
+// possibly to another instance. Batched for 5 ms, that turn found the
+// previous one still in flight there and no placement yet, and was
+// redirected away from its cache. Increases may wait: a request that starts
+// is seen by peers a flush interval late, which only matters for arrivals
+// within that window.
 func (n *Node) pushLoop(ctx context.Context) {
 	t := time.NewTimer(0)
 	<-t.C
@@ -457,6 +487,9 @@ func (n *Node) pushLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-n.now:
+			n.push()
+			continue
 		case <-n.kick:
 		}
 		t.Reset(n.cfg.FlushInterval.D())
@@ -465,10 +498,21 @@ func (n *Node) pushLoop(ctx context.Context) {
 			t.Stop()
 			return
 		case <-t.C:
+		case <-n.now:
+			t.Stop()
 		}
 		n.push()
 	}
 }
+
+// Flush pushes every pending change now, on the caller's goroutine (a few
+// UDP sends per peer; it does not wait for an answer). The router calls it
+// when it releases a request, before the answer's last bytes reach the
+// client, so that the client's next turn, wherever it is sent, finds the
+// release applied (see pushLoop). It is safe for concurrent use with the
+// push loop: loads travel as absolute values under increasing Seqs, and a
+// push that overtakes another only makes the other's entries stale.
+func (n *Node) Flush() { n.push() }
 
 // push sends every pending change as UDP packets to every alive peer.
 func (n *Node) push() {
@@ -756,7 +800,7 @@ func (delegate) NodeMeta(int) []byte { return nil }
 func (d delegate) NotifyMsg(b []byte) { d.n.receive(b, false) }
 
 // GetBroadcasts returns nothing: pushes go out through push, not memberlist's
-// gossip queue (see NOTES.md).
+// gossip queue (docs/design.md, "Active-active routers").
 func (delegate) GetBroadcasts(int, int) [][]byte { return nil }
 
 // LocalState hands memberlist our load snapshot for its join and periodic

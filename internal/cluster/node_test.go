@@ -127,8 +127,7 @@ func (tn *testNode) stop() {
 
 // kill stops the node without leaving: peers must notice by themselves.
 func (tn *testNode) kill() {
-	tn.crashed.Store(true)
-	_ = tn.ml.Shutdown()
+	tn.Crash()
 	tn.stop()
 }
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/llm-ring/llm-ring/internal/record"
+	"github.com/llm-ring/llm-ring/internal/ring"
 	"github.com/llm-ring/llm-ring/internal/router"
 	"github.com/llm-ring/llm-ring/internal/traffic"
 	"github.com/llm-ring/llm-ring/internal/wire"
@@ -35,7 +36,7 @@ const errInterruptedRequest = "interrupted: the run was stopped before the answe
 
 // driver replays one run's conversations against a router.
 type driver struct {
-	url     string // router base URL, without a trailing slash
+	urls    []string // router instances' base URLs, without a trailing slash
 	client  *http.Client
 	profile traffic.Profile
 	convs   []traffic.Conversation
@@ -51,6 +52,18 @@ type driver struct {
 	rows []record.Request
 
 	done, errors, cut atomic.Int64
+}
+
+// urlFor returns the router instance that receives turn (1-based) of
+// conversation: URL[(hash(conversation) + turn) mod N], so that a
+// conversation's successive turns go to successive instances, as behind a
+// load balancer without affinity (issue #13: active-active routers).
+func (d *driver) urlFor(conversation string, turn int) string {
+	n := uint64(len(d.urls))
+	if n == 1 {
+		return d.urls[0]
+	}
+	return d.urls[(ring.HashString(conversation)+uint64(turn-1))%n]
 }
 
 // modelMS converts a wall duration into model milliseconds.
@@ -185,7 +198,7 @@ func (d *driver) post(ctx context.Context, row record.Request, msgs []wire.ChatM
 		row.Error = "encode request: " + err.Error()
 		return row, "", 0
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url+wire.PathChatCompletions, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.urlFor(row.Conversation, row.Turn)+wire.PathChatCompletions, bytes.NewReader(body))
 	if err != nil {
 		row.Error = "build request: " + err.Error()
 		return row, "", 0

@@ -104,6 +104,28 @@ func scrape(ctx context.Context, client *http.Client, base string) (map[string]s
 	return scrapePrefix(ctx, client, base, MetricsPrefix)
 }
 
+// scrapeAll reads the router's series from every instance and sums them
+// (several active-active instances count a run's requests between them).
+func scrapeAll(ctx context.Context, client *http.Client, bases []string) (map[string]sample, error) {
+	sum := map[string]sample{}
+	for _, base := range bases {
+		s, err := scrape(ctx, client, base)
+		if err != nil {
+			if len(bases) > 1 {
+				return nil, fmt.Errorf("%s: %w", base, err)
+			}
+			return nil, err
+		}
+		for k, v := range s {
+			t := sum[k]
+			t.value += v.value
+			t.cumulative = t.cumulative || v.cumulative
+			sum[k] = t
+		}
+	}
+	return sum, nil
+}
+
 // scrapePrefix reads the series of base's GET /metrics whose names start with prefix.
 func scrapePrefix(ctx context.Context, client *http.Client, base, prefix string) (map[string]sample, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)

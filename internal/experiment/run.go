@@ -148,7 +148,7 @@ func newClient(spec *Spec) *http.Client {
 func runOne(ctx context.Context, spec *Spec, tgt target, pl Planned, convs []traffic.Conversation,
 	client *http.Client) (*Result, error) {
 	label := fmt.Sprintf("%s seed %d", pl.Policy, pl.Seed)
-	url, replicas, err := tgt.start(ctx, pl.Policy)
+	urls, replicas, err := tgt.start(ctx, pl.Policy)
 	if err != nil {
 		return nil, fmt.Errorf("run %s: %w", pl.RunID, err)
 	}
@@ -168,7 +168,7 @@ func runOne(ctx context.Context, spec *Spec, tgt target, pl Planned, convs []tra
 		return tgt.stop(sctx, scaled)
 	}
 	defer stop()
-	before, err := scrape(ctx, client, url)
+	before, err := scrapeAll(ctx, client, urls)
 	if err != nil {
 		return nil, fmt.Errorf("run %s: %w", pl.RunID, err)
 	}
@@ -178,7 +178,7 @@ func runOne(ctx context.Context, spec *Spec, tgt target, pl Planned, convs []tra
 		expected += len(convs[i].Turns)
 	}
 	d := &driver{
-		url:     url,
+		urls:    urls,
 		client:  client,
 		profile: spec.Profile,
 		convs:   convs,
@@ -287,7 +287,7 @@ func runOne(ctx context.Context, spec *Spec, tgt target, pl Planned, convs []tra
 	}
 	mctx, mcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer mcancel()
-	after, err := settledMetrics(mctx, client, url, before, answered)
+	after, err := settledMetrics(mctx, client, urls, before, answered)
 	if err != nil {
 		file.MetricsError = "router: " + err.Error()
 		prog.note("router %v", err)
@@ -391,10 +391,10 @@ func writeRun(res *Result, rows []record.Request) error {
 // answered requests: the router counts a request just after the answer's
 // last byte, so a scrape right after the last answer can miss it. It gives
 // up waiting after settleTimeout and returns what it read.
-func settledMetrics(ctx context.Context, client *http.Client, url string, before map[string]sample, answered int) (map[string]sample, error) {
+func settledMetrics(ctx context.Context, client *http.Client, urls []string, before map[string]sample, answered int) (map[string]sample, error) {
 	deadline := time.Now().Add(settleTimeout)
 	for {
-		after, err := scrape(ctx, client, url)
+		after, err := scrapeAll(ctx, client, urls)
 		if err != nil {
 			return nil, err
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/record"
 	"github.com/llm-ring/llm-ring/internal/replica"
+	"github.com/llm-ring/llm-ring/internal/ring"
 	"github.com/llm-ring/llm-ring/internal/router"
 	"github.com/llm-ring/llm-ring/internal/traffic"
 )
@@ -314,6 +315,7 @@ type fakeCluster struct {
 	adminURL string // the router's admin API, token "t0ken"
 	replicas []discovery.Replica
 	ctx      context.Context
+	wg       *sync.WaitGroup
 	calls    []string
 	mu       sync.Mutex
 }
@@ -324,8 +326,8 @@ func newFakeCluster(t *testing.T, n int) *fakeCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &fakeCluster{t: t, host: h, ctx: ctx}
 	var wg sync.WaitGroup
+	c := &fakeCluster{t: t, host: h, ctx: ctx, wg: &wg}
 	t.Cleanup(func() { h.Close(); cancel(); wg.Wait() })
 	for i := range n + 1 {
 		name := "llm-" + string(rune('0'+i))
@@ -337,6 +339,14 @@ func newFakeCluster(t *testing.T, n int) *fakeCluster {
 		wg.Go(func() { replica.Serve(ctx, ln, r) })
 		c.replicas = append(c.replicas, discovery.Replica{Name: name, URL: "http://" + ln.Addr().String()})
 	}
+	c.rt, c.url, c.adminURL = c.addRouter(n)
+	return c
+}
+
+// addRouter starts a router (policy round-robin, admin token "t0ken") in
+// front of the first n replicas and returns it, its URL and its admin URL.
+func (c *fakeCluster) addRouter(n int) (*router.Router, string, string) {
+	t := c.t
 	cfg := DefaultRouterConfig()
 	cfg.Policy = "round-robin"
 	cfg.Discovery.Static = c.replicas[:n]
@@ -350,10 +360,9 @@ func newFakeCluster(t *testing.T, n int) *fakeCluster {
 	}
 	rt.SetReplicas(c.replicas[:n])
 	ln, aln := listen(t), listen(t)
-	wg.Go(func() { rt.Serve(ctx, ln, discovery.Static(c.replicas[:n])) })
-	wg.Go(func() { rt.ServeAdmin(ctx, aln) })
-	c.rt, c.url, c.adminURL = rt, "http://"+ln.Addr().String(), "http://"+aln.Addr().String()
-	return c
+	c.wg.Go(func() { rt.Serve(c.ctx, ln, discovery.Static(c.replicas[:n])) })
+	c.wg.Go(func() { rt.ServeAdmin(c.ctx, aln) })
+	return rt, "http://" + ln.Addr().String(), "http://" + aln.Addr().String()
 }
 
 func listen(t *testing.T) net.Listener {
@@ -460,6 +469,96 @@ func TestRunExternal(t *testing.T) {
 	}
 }
 
+// Issue 13: external mode against three router instances (--router
+// URL1,URL2,URL3 --admin A1,A2,A3): the policy is switched on every
+// instance, turn t of each conversation goes to instance
+// (hash(conversation) + t) mod 3 (each instance counts exactly the turns
+// sent to it), and the run's metrics are the sum over the instances.
+func TestRunExternalActiveActive(t *testing.T) {
+	c := newFakeCluster(t, 2)
+	rts := []*router.Router{c.rt}
+	urls, admins := []string{c.url}, []string{c.adminURL}
+	for range 2 {
+		rt, u, a := c.addRouter(2)
+		rts, urls, admins = append(rts, rt), append(urls, u), append(admins, a)
+	}
+	spec := Spec{
+		Policies:   []string{"consistent"},
+		Seeds:      []int64{1},
+		Profile:    tinyProfile(),
+		Speed:      testSpeed,
+		OutDir:     t.TempDir(),
+		RouterURL:  strings.Join(urls, ","),
+		AdminURL:   strings.Join(admins, ", "),
+		AdminToken: "t0ken",
+	}
+	results, err := Run(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, rows := readRun(t, results[0])
+	if want := expectedTurns(t, spec.Profile, 1); len(rows) != want || f.Errors != 0 {
+		t.Fatalf("%d rows, %d errors; want %d rows, no error", len(rows), f.Errors, want)
+	}
+	var want [3]float64
+	spread := 0
+	byConv := map[string]map[uint64]bool{}
+	for _, r := range rows {
+		i := (ring.HashString(r.Conversation) + uint64(r.Turn-1)) % 3
+		want[i]++
+		if byConv[r.Conversation] == nil {
+			byConv[r.Conversation] = map[uint64]bool{}
+		}
+		byConv[r.Conversation][i] = true
+	}
+	for _, seen := range byConv {
+		if len(seen) > 1 {
+			spread++
+		}
+	}
+	if spread == 0 {
+		t.Error("no conversation met more than one instance")
+	}
+	total := 0.0
+	for i, rt := range rts {
+		if p := rt.Table().Policy().Name(); p != "consistent" {
+			t.Errorf("instance %d runs policy %s: the switch did not reach it", i, p)
+		}
+		got := served(t, rt)
+		if got != want[i] {
+			t.Errorf("instance %d served %v requests, want %v (turn t to (hash + t) mod 3)", i, got, want[i])
+		}
+		total += got
+	}
+	counted := 0.0
+	for k, v := range f.Metrics {
+		if strings.HasPrefix(k, "llm_ring_requests_total{") {
+			counted += v
+		}
+	}
+	if counted != total {
+		t.Errorf("run metrics count %v requests, the instances %v: want the sum", counted, total)
+	}
+}
+
+// served is the router's count of proxied requests (llm_ring_requests_total).
+func served(t *testing.T, rt *router.Router) float64 {
+	t.Helper()
+	mfs, err := rt.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == "llm_ring_requests_total" {
+			for _, m := range mf.GetMetric() {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return n
+}
+
 // Answers other than 200 are recorded with their status and the error's
 // message, and end their conversation.
 func TestErrorsAreRecorded(t *testing.T) {
@@ -481,7 +580,7 @@ func TestErrorsAreRecorded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &driver{url: "http://" + ln.Addr().String(), client: http.DefaultClient, profile: p, convs: convs,
+	d := &driver{urls: []string{"http://" + ln.Addr().String()}, client: http.DefaultClient, profile: p, convs: convs,
 		speed: 1000, headers: true, start: time.Now()}
 	d.run(context.Background())
 	if len(d.rows) != len(convs) || int(d.errors.Load()) != len(convs) {

@@ -96,10 +96,15 @@ type Spec struct {
 	// External mode.
 	//
 	// RouterURL is the base URL of an existing router's client listener
-	// (the runner reads GET /replicas and GET /metrics there).
+	// (the runner reads GET /replicas and GET /metrics there), or the
+	// comma-separated URLs of several active-active instances: turn t of a
+	// conversation goes to URL[(hash(conversation) + t) mod N], and the
+	// metrics are summed over the instances.
 	RouterURL string
 	// AdminURL is the base URL of that router's admin API (its
-	// admin.listen), where the policy is switched with PUT /admin/policy.
+	// admin.listen), where the policy is switched with PUT /admin/policy;
+	// with several instances, one per instance, in the same order (each
+	// instance keeps its own policy).
 	AdminURL string
 	// AdminToken is the admin API's bearer token (never recorded).
 	AdminToken string
@@ -134,6 +139,20 @@ type Spec struct {
 
 	// exec runs a scale command (nil: sh -c). Tests replace it.
 	exec func(ctx context.Context, cmd string) error
+}
+
+// RouterURLs is RouterURL split at commas (spaces trimmed).
+func (s *Spec) RouterURLs() []string { return splitURLs(s.RouterURL) }
+
+// AdminURLs is AdminURL split at commas (spaces trimmed).
+func (s *Spec) AdminURLs() []string { return splitURLs(s.AdminURL) }
+
+func splitURLs(list string) []string {
+	var out []string
+	for u := range strings.SplitSeq(list, ",") {
+		out = append(out, strings.TrimSpace(u))
+	}
+	return out
 }
 
 // Mode returns ModeExternal when the spec drives an existing router, else
@@ -225,13 +244,24 @@ func (s *Spec) Validate() error {
 			}
 		}
 	} else {
-		if err := discovery.Validate([]discovery.Replica{{Name: "router", URL: s.RouterURL}}); err != nil {
-			bad("router URL %q: must be an absolute http(s) URL", s.RouterURL)
+		urls := s.RouterURLs()
+		for _, u := range urls {
+			if err := discovery.Validate([]discovery.Replica{{Name: "router", URL: u}}); err != nil {
+				bad("router URL %q: must be an absolute http(s) URL", u)
+			}
 		}
 		if s.AdminURL == "" {
 			bad("an external router needs its admin API's URL (--admin: the router's admin.listen) to switch policies")
-		} else if err := discovery.Validate([]discovery.Replica{{Name: "admin", URL: s.AdminURL}}); err != nil {
-			bad("admin URL %q: must be an absolute http(s) URL", s.AdminURL)
+		} else {
+			admins := s.AdminURLs()
+			for _, u := range admins {
+				if err := discovery.Validate([]discovery.Replica{{Name: "admin", URL: u}}); err != nil {
+					bad("admin URL %q: must be an absolute http(s) URL", u)
+				}
+			}
+			if len(admins) != len(urls) {
+				bad("%d router URLs but %d admin URLs: give one admin API URL per router instance, in the same order (--admin URL1,URL2,...)", len(urls), len(admins))
+			}
 		}
 		if s.Replicas < 0 {
 			bad("replicas must not be negative, got %d", s.Replicas)

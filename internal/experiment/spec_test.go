@@ -123,6 +123,13 @@ func TestValidateNamesTheProblem(t *testing.T) {
 		// The admin API has its own listener: external mode needs its URL.
 		{"router without admin URL", func(s *Spec) { s.RouterURL = "http://127.0.0.1:1" }, "needs its admin API's URL"},
 		{"bad admin URL", func(s *Spec) { s.RouterURL, s.AdminURL = "http://127.0.0.1:1", "127.0.0.1:2" }, `admin URL "127.0.0.1:2"`},
+		// Active-active instances (issue 13): one admin API per instance.
+		{"fewer admin URLs than routers", func(s *Spec) {
+			s.RouterURL, s.AdminURL = "http://127.0.0.1:1,http://127.0.0.1:3", "http://127.0.0.1:2"
+		}, "2 router URLs but 1 admin URLs"},
+		{"bad second router URL", func(s *Spec) {
+			s.RouterURL, s.AdminURL = "http://127.0.0.1:1,127.0.0.1:3", "http://127.0.0.1:2,http://127.0.0.1:4"
+		}, `router URL "127.0.0.1:3"`},
 		{"external scale-up without unscale", func(s *Spec) {
 			s.RouterURL, s.AdminURL, s.ScaleAt, s.ScaleCmd = "http://127.0.0.1:1", "http://127.0.0.1:2", time.Second, "true"
 		}, "needs both a scale command and an unscale command"},

@@ -27,9 +27,10 @@ import (
 
 // target is where a run's traffic goes.
 type target interface {
-	// start readies a run under policy and returns the router's base URL
-	// and the number of replicas it starts with.
-	start(ctx context.Context, policy string) (url string, replicas int, err error)
+	// start readies a run under policy and returns the base URLs of the
+	// router's instances (one, or several active-active ones) and the
+	// number of replicas it starts with.
+	start(ctx context.Context, policy string) (urls []string, replicas int, err error)
 	// scale starts the extra replica (its start is the scale-up time) and
 	// returns its name once the router routes to it.
 	scale(ctx context.Context) (name string, err error)
@@ -94,12 +95,12 @@ func (e *embedded) serve(ctx context.Context, wg *sync.WaitGroup, what string, f
 	})
 }
 
-func (e *embedded) start(ctx context.Context, policyName string) (string, int, error) {
+func (e *embedded) start(ctx context.Context, policyName string) ([]string, int, error) {
 	e.host, e.errs, e.replicas, e.members = nil, nil, nil, nil
 	if e.spec.SharedCPU {
 		h, err := replica.NewHost(e.replicaOptions(e.model, true))
 		if err != nil {
-			return "", 0, err
+			return nil, 0, err
 		}
 		e.host = h
 	}
@@ -111,7 +112,7 @@ func (e *embedded) start(ctx context.Context, policyName string) (string, int, e
 		r, err := e.addReplica(i, 0)
 		if err != nil {
 			e.stop(ctx, false)
-			return "", 0, err
+			return nil, 0, err
 		}
 		e.replicas = append(e.replicas, r)
 	}
@@ -124,7 +125,7 @@ func (e *embedded) start(ctx context.Context, policyName string) (string, int, e
 	cfg.Discovery = config.Discovery{Mode: "static", Static: slices.Clone(e.replicas)}
 	if err := cfg.Validate(); err != nil {
 		e.stop(ctx, false)
-		return "", 0, fmt.Errorf("router config: %w", err)
+		return nil, 0, fmt.Errorf("router config: %w", err)
 	}
 	e.cfg = &cfg
 	// The router's connections to the replicas, as the router would make
@@ -140,12 +141,12 @@ func (e *embedded) start(ctx context.Context, policyName string) (string, int, e
 	rt, err := router.New(router.Options{Config: &cfg, Logger: e.spec.Log, Transport: e.upstream})
 	if err != nil {
 		e.stop(ctx, false)
-		return "", 0, fmt.Errorf("router: %w", err)
+		return nil, 0, fmt.Errorf("router: %w", err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		e.stop(ctx, false)
-		return "", 0, err
+		return nil, 0, err
 	}
 	e.rt = rt
 	// The replica set goes in before the first request can arrive; the
@@ -154,7 +155,7 @@ func (e *embedded) start(ctx context.Context, policyName string) (string, int, e
 	e.serve(e.routerCtx, &e.routerWG, "router", func(ctx context.Context) error {
 		return rt.Serve(ctx, ln, discovery.Static(e.replicas))
 	})
-	return "http://" + ln.Addr().String(), len(e.replicas), nil
+	return []string{"http://" + ln.Addr().String()}, len(e.replicas), nil
 }
 
 // replicaOptions are an embedded host's options: the model, the run's
@@ -393,7 +394,10 @@ func toMap(v any) map[string]any {
 
 // external drives an existing router: the policy is switched through its
 // admin API (its own listener, with a bearer token), the extra replica comes and goes through shell commands, and
-// readiness is read from GET /replicas.
+// readiness is read from GET /replicas. With several active-active
+// instances (issue #13), the policy is switched on every instance's admin
+// API, every instance must report the same replicas at the start, and
+// readiness is read from the first.
 type external struct {
 	spec    *Spec
 	client  *http.Client
@@ -409,28 +413,44 @@ type PolicySwitch struct {
 	Reset  bool   `json:"reset"`
 }
 
-func (x *external) start(ctx context.Context, policyName string) (string, int, error) {
+func (x *external) start(ctx context.Context, policyName string) ([]string, int, error) {
 	body, _ := json.Marshal(PolicySwitch{Policy: policyName, Reset: true})
-	var got map[string]any
-	if err := x.call(ctx, http.MethodPut, "/admin/policy", body, &got); err != nil {
-		return "", 0, fmt.Errorf("switch the router's policy to %s: %w", policyName, err)
+	urls, admins := x.spec.RouterURLs(), x.spec.AdminURLs()
+	for _, admin := range admins {
+		var got map[string]any
+		if err := x.callAt(ctx, admin, http.MethodPut, "/admin/policy", body, &got); err != nil {
+			return nil, 0, fmt.Errorf("switch the router's policy to %s at %s: %w", policyName, admin, err)
+		}
+		if got["policy"] != policyName {
+			return nil, 0, fmt.Errorf("switch the router's policy to %s at %s: the router answered policy %v", policyName, admin, got["policy"])
+		}
+		x.policy = got
 	}
-	if got["policy"] != policyName {
-		return "", 0, fmt.Errorf("switch the router's policy to %s: the router answered policy %v", policyName, got["policy"])
-	}
-	x.policy = got
 	names, err := x.replicaNames(ctx)
 	if err != nil {
-		return "", 0, err
+		return nil, 0, err
 	}
 	if len(names) == 0 {
-		return "", 0, errors.New("the router has no ready replica")
+		return nil, 0, errors.New("the router has no ready replica")
 	}
 	if x.spec.Replicas > 0 && len(names) != x.spec.Replicas {
-		return "", 0, fmt.Errorf("the router has %d replicas (%s), expected %d", len(names), strings.Join(names, ", "), x.spec.Replicas)
+		return nil, 0, fmt.Errorf("the router has %d replicas (%s), expected %d", len(names), strings.Join(names, ", "), x.spec.Replicas)
+	}
+	for _, u := range urls[1:] {
+		other, err := x.replicaNamesAt(ctx, u)
+		if err != nil {
+			return nil, 0, err
+		}
+		if !slices.Equal(other, names) {
+			return nil, 0, fmt.Errorf("the router instances disagree on the replicas: %s has %s, %s has %s",
+				urls[0], strings.Join(names, ", "), u, strings.Join(other, ", "))
+		}
 	}
 	x.initial = names
-	return strings.TrimSuffix(x.spec.RouterURL, "/"), len(names), nil
+	for i, u := range urls {
+		urls[i] = strings.TrimSuffix(u, "/")
+	}
+	return urls, len(names), nil
 }
 
 // scale runs the scale command, then waits for a replica that was not there
@@ -512,10 +532,16 @@ func (x *external) waitFor(ctx context.Context, ok func([]string) bool) error {
 	}
 }
 
-// replicaNames returns the names of the router's replicas, sorted.
+// replicaNames returns the names of the (first) router's replicas, sorted.
 func (x *external) replicaNames(ctx context.Context) ([]string, error) {
+	return x.replicaNamesAt(ctx, x.spec.RouterURLs()[0])
+}
+
+// replicaNamesAt returns the names of the replicas of the router instance
+// at base, sorted.
+func (x *external) replicaNamesAt(ctx context.Context, base string) ([]string, error) {
 	var info router.ReplicasInfo
-	if err := x.call(ctx, http.MethodGet, "/replicas", nil, &info); err != nil {
+	if err := x.callAt(ctx, base, http.MethodGet, "/replicas", nil, &info); err != nil {
 		return nil, fmt.Errorf("router replicas: %w", err)
 	}
 	names := make([]string, len(info.Replicas))
@@ -526,17 +552,14 @@ func (x *external) replicaNames(ctx context.Context) ([]string, error) {
 	return names, nil
 }
 
-// call sends a request to the router and decodes its JSON answer into out.
-func (x *external) call(ctx context.Context, method, path string, body []byte, out any) error {
+// callAt sends a request to the router instance (or admin API) at base and
+// decodes its JSON answer into out.
+func (x *external) callAt(ctx context.Context, base, method, path string, body []byte, out any) error {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	base := x.spec.RouterURL
 	admin := strings.HasPrefix(path, "/admin/")
-	if admin {
-		base = x.spec.AdminURL
-	}
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(base, "/")+path, rd)
 	if err != nil {
 		return err

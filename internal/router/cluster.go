@@ -92,3 +92,23 @@ func (r *Router) clusterStatus() *cluster.Status {
 	st := r.node.Status()
 	return &st
 }
+
+// flushCluster pushes the table's pending changes to the peers at once (a
+// release: the load gone, the placement learned), before the answer's last
+// bytes reach the client and it sends its next turn, possibly to another
+// instance.
+func (r *Router) flushCluster() {
+	if r.node != nil {
+		r.node.Flush()
+	}
+}
+
+// CrashCluster stops the gossip node as a killed process would, without a
+// leave message: peers notice through the failure detector. For tests that
+// kill an instance (they close its listener and connections for the HTTP
+// side); without a cluster it does nothing.
+func (r *Router) CrashCluster() {
+	if r.node != nil {
+		r.node.Crash()
+	}
+}

@@ -26,7 +26,7 @@ type counts struct {
 func (c counts) outcome() state.Outcome {
 	return state.Outcome{OK: true, Known: c.known, CacheN: c.cacheN, PromptN: c.promptN, PredictedN: c.predictedN,
 		CachedUnknown: c.cachedUnknown,
-		PromptTime: msDuration(c.promptMS), PredictedTime: msDuration(c.predictedMS)}
+		PromptTime:    msDuration(c.promptMS), PredictedTime: msDuration(c.predictedMS)}
 }
 
 // msDuration converts a replica's milliseconds (never trusted to be sane) to

@@ -567,6 +567,7 @@ func (r *Router) settle(f *flight, out state.Outcome, now time.Time) {
 	}
 	f.fb = r.table.Release(&f.ticket, out, now.UnixNano())
 	f.out, f.held = out, false
+	r.flushCluster()
 }
 
 // finish releases the load if the answer's end did not already, and logs

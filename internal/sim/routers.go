@@ -2,6 +2,7 @@ package sim
 
 import (
 	"slices"
+	"time"
 
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/state"
@@ -16,6 +17,15 @@ import (
 // gossip uses — and what one publishes reaches the others GossipDelay later
 // (in publish order, with no loss: the sweep measures staleness, not loss).
 // Without gossip, each instance sees only its own traffic.
+//
+// With Spec.GossipBatch, as the live node does: an instance holds load
+// increases and prefix inserts for GossipBatch before sending them (its
+// flush_interval), and a release (a load decrease, a placement, a lost
+// cache) goes at once, with everything the instance still holds — the live
+// router flushes when it releases a request, before the client has the
+// answer's end. So a release arrives GossipDelay later, a start up to
+// GossipBatch + GossipDelay later (the model takes the whole window: the
+// live batch starts at its first change).
 
 // gossipMsg is one published change on its way to the other instances.
 type gossipMsg struct {
@@ -24,6 +34,18 @@ type gossipMsg struct {
 	prefix    *state.PrefixUpdate
 	replica   string // load delta
 	req, tok  int64
+	due       time.Duration // when the others receive it
+}
+
+// release tells whether m is sent at once (see GossipBatch above).
+func (m *gossipMsg) release() bool {
+	switch {
+	case m.placement != nil:
+		return true
+	case m.prefix != nil:
+		return m.prefix.Lost
+	}
+	return m.req < 0
 }
 
 // simPeers is instance i's connection to the others.
@@ -64,6 +86,7 @@ func (s *sim) newRouters(scfg state.Config, pol policy.Policy) {
 	}
 	if n > 1 && s.spec.Gossip {
 		s.remote = make([]map[string]policy.Load, n)
+		s.gossip = make([]gossipQueue, n)
 		for i, t := range s.tables {
 			s.remote[i] = map[string]policy.Load{}
 			t.SetPeers(simPeers{s, int32(i)})
@@ -86,25 +109,59 @@ func (s *sim) routerOf(us *user) int32 {
 	return int32(x % n)
 }
 
-// publish queues m for the other instances, GossipDelay from now. The delay
-// is the same for every message, so the queue (ordered by time, then
-// insertion) delivers them in publish order: each evGossip delivers the
-// oldest pending message.
-func (s *sim) publish(m gossipMsg) {
-	s.gossip = append(s.gossip, m)
-	s.q.push(s.now+s.spec.GossipDelay, evGossip, 0, 0)
+// gossipQueue is one instance's published messages not yet delivered, in
+// publish order (from head); their due times never decrease.
+type gossipQueue struct {
+	msgs []gossipMsg
+	head int
 }
 
-// deliver applies the oldest pending message on every instance but its
-// publisher (through the tables' Apply methods, which do not publish again).
-func (s *sim) deliver() {
-	m := s.gossip[s.gossipHead]
-	s.gossip[s.gossipHead] = gossipMsg{}
-	s.gossipHead++
-	if s.gossipHead > 1024 && s.gossipHead*2 > len(s.gossip) {
-		s.gossip = slices.Delete(s.gossip, 0, s.gossipHead)
-		s.gossipHead = 0
+// publish queues m for the other instances. Each message gets its own
+// delivery event; with the same delay for every message (GossipBatch 0), an
+// event delivers exactly its message, so messages arrive in publish order
+// across instances too. A release moves the instance's held messages up to
+// its own due time and its event delivers them all, in order.
+func (s *sim) publish(m gossipMsg) {
+	q := &s.gossip[m.from]
+	m.due = s.now + s.spec.GossipDelay
+	flush := uint32(0)
+	if s.spec.GossipBatch > 0 {
+		if m.release() {
+			for k := q.head; k < len(q.msgs); k++ {
+				q.msgs[k].due = min(q.msgs[k].due, m.due)
+			}
+			flush = 1
+		} else {
+			m.due += s.spec.GossipBatch
+		}
 	}
+	q.msgs = append(q.msgs, m)
+	s.q.push(m.due, evGossip, m.from, flush)
+}
+
+// deliver applies instance i's oldest pending message (every due one when
+// flush) on every other instance, through the tables' Apply methods, which
+// do not publish again. A message already delivered by a flush leaves its
+// event nothing, or the next due message.
+func (s *sim) deliver(i int32, flush bool) {
+	q := &s.gossip[i]
+	for q.head < len(q.msgs) && q.msgs[q.head].due <= s.now {
+		m := q.msgs[q.head]
+		q.msgs[q.head] = gossipMsg{}
+		q.head++
+		s.apply(&m)
+		if !flush {
+			break
+		}
+	}
+	if q.head > 1024 && q.head*2 > len(q.msgs) {
+		q.msgs = slices.Delete(q.msgs, 0, q.head)
+		q.head = 0
+	}
+}
+
+// apply applies m on every instance but its publisher.
+func (s *sim) apply(m *gossipMsg) {
 	for j, t := range s.tables {
 		if int32(j) == m.from {
 			continue

@@ -88,3 +88,44 @@ func TestRouterOfSpreadsTurns(t *testing.T) {
 		t.Errorf("%d of 300 conversations stayed on one instance", single)
 	}
 }
+
+// Issue 13, zero think time: a client sends its next turn the moment an
+// answer ends, possibly to another instance. Live, with every change
+// batched for 5 ms, that turn found the previous one still in flight and no
+// placement, and lost its cache; the node now sends releases at once and
+// holds only increases. The model shows both: everything 5 ms late loses
+// cache hits against one router; releases at once with increases held
+// (GossipBatch) keep them.
+func TestRoutersGossipZeroThink(t *testing.T) {
+	prof, err := traffic.LoadProfile("quick")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof.ThinkSMin, prof.ThinkSMax = 0, 0
+	run := func(routers int, delay, batch time.Duration) float64 {
+		t.Helper()
+		var rows rowsOf
+		if _, err := Run(context.Background(), Spec{RunID: "r", Policy: "llm-aware", Seed: 2, Profile: prof, Replicas: 3,
+			Model: model.DefaultConfig(), Router: DefaultRouter(), SharedCPU: true,
+			Routers: routers, Gossip: true, GossipDelay: delay, GossipBatch: batch}, &rows); err != nil {
+			t.Fatal(err)
+		}
+		return cachedShare(rows)
+	}
+	one := run(1, 0, 0)
+	late := run(3, 5*time.Millisecond, 0)
+	live := run(3, 0, 5*time.Millisecond)
+	held := run(3, 0, time.Second)
+	t.Logf("cached share of follow-up prompts: one %.3f, all 5 ms late %.3f, releases at once %.3f, increases held 1 s %.3f", one, late, live, held)
+	if late > one-0.05 {
+		t.Errorf("everything 5 ms late reuses %.3f, one router %.3f: want a clear loss", late, one)
+	}
+	if live < one-0.02 {
+		t.Errorf("releases at once, increases held 5 ms: reuses %.3f, one router %.3f: want within 2 points", live, one)
+	}
+	// Increases held a whole second cost what two instances both seeing a
+	// replica idle costs (a few points), not what a missing placement does.
+	if held <= late {
+		t.Errorf("releases at once, increases held 1 s: reuses %.3f, everything 5 ms late %.3f: want better", held, late)
+	}
+}

@@ -119,10 +119,9 @@ type sim struct {
 	polName string
 	// tables are the router instances (one unless Spec.Routers > 1); the
 	// gossip between them is in routers.go.
-	tables     []*state.Table
-	remote     []map[string]policy.Load // remote[i]: the others' load as delivered to i
-	gossip     []gossipMsg              // published, not yet delivered (from gossipHead)
-	gossipHead int
+	tables []*state.Table
+	remote []map[string]policy.Load // remote[i]: the others' load as delivered to i
+	gossip []gossipQueue            // gossip[i]: instance i's published messages not yet delivered
 
 	groups  []*model.Group
 	members [][]int32 // members[g][m] is the replica index of member m of group g
@@ -312,7 +311,7 @@ func (s *sim) loop(ctx context.Context) error {
 			// Not counted in Events either: it carries what routing
 			// learned, it changes no replica.
 			s.now = e.at
-			s.deliver()
+			s.deliver(e.who, e.ver == 1)
 			continue
 		}
 		if e.kind == evSample {

@@ -53,6 +53,11 @@ type Spec struct {
 	Routers     int
 	Gossip      bool
 	GossipDelay time.Duration
+	// GossipBatch, when positive, models the live node's batching
+	// (flush_interval): load increases and prefix inserts wait GossipBatch
+	// more; releases do not, and take everything held with them. 0: every
+	// change waits GossipDelay alone.
+	GossipBatch time.Duration
 
 	// Source, when set, replaces the profile's generator (tests use it for
 	// hand-made conversations). Profile still gives the number of
@@ -96,6 +101,9 @@ func (s *Spec) Validate() error {
 	}
 	if s.GossipDelay < 0 {
 		errs = append(errs, fmt.Errorf("gossip-delay: must not be negative, got %v", s.GossipDelay))
+	}
+	if s.GossipBatch < 0 {
+		errs = append(errs, fmt.Errorf("gossip-batch: must not be negative, got %v", s.GossipBatch))
 	}
 	if err := s.Profile.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("profile %s: %w", s.Profile.Name, err))
@@ -249,6 +257,9 @@ func runConfig(s *Spec) map[string]any {
 	}
 	if s.Routers > 1 { // absent for one router: earlier runs' files stay the same
 		out["routers"] = map[string]any{"instances": s.Routers, "gossip": s.Gossip, "gossip_delay": s.GossipDelay.String()}
+		if s.GossipBatch > 0 {
+			out["routers"].(map[string]any)["gossip_batch"] = s.GossipBatch.String()
+		}
 	}
 	return out
 }
