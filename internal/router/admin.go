@@ -142,6 +142,46 @@ type ReplicaInfo struct {
 	// PeerInflight*: the other router instances' load on it (cluster mode).
 	PeerInflightRequests int64 `json:"peer_inflight_requests,omitempty"`
 	PeerInflightTokens   int64 `json:"peer_inflight_tokens,omitempty"`
+	// Reported is what the replica last said about itself (its /metrics);
+	// absent while unknown (never scraped, or the last scrape failed).
+	Reported *ReportedInfo `json:"reported,omitempty"`
+	// Speed is what its answers taught the router (absent before the first).
+	Speed *SpeedInfo `json:"speed,omitempty"`
+}
+
+// ReportedInfo is a replica's own signals, as the policies see them.
+type ReportedInfo struct {
+	Running *float64 `json:"running,omitempty"`
+	Waiting *float64 `json:"waiting,omitempty"`
+	KVUse   *float64 `json:"kv_use,omitempty"`
+	AgeMS   float64  `json:"age_ms"`
+}
+
+// SpeedInfo is a replica's learned rates.
+type SpeedInfo struct {
+	PrefillTPS float64 `json:"prefill_tokens_per_second"`
+	DecodeTPS  float64 `json:"decode_tokens_per_second"`
+	Samples    int     `json:"samples"`
+}
+
+// replicaSignals returns the /replicas view of a row's reported signals and
+// learned speed (nil when unknown).
+func replicaSignals(rep policy.Reported, sp policy.Speed, now time.Time) (*ReportedInfo, *SpeedInfo) {
+	var ri *ReportedInfo
+	if rep.HasQueue || rep.HasKV {
+		ri = &ReportedInfo{AgeMS: ms(now.Sub(time.Unix(0, rep.At)))}
+		if rep.HasQueue {
+			ri.Running, ri.Waiting = &rep.Running, &rep.Waiting
+		}
+		if rep.HasKV {
+			ri.KVUse = &rep.KVUse
+		}
+	}
+	var si *SpeedInfo
+	if sp.Samples > 0 {
+		si = &SpeedInfo{PrefillTPS: sp.Prefill, DecodeTPS: sp.Decode, Samples: sp.Samples}
+	}
+	return ri, si
 }
 
 // ReplicasInfo is the body of GET /replicas.
@@ -155,6 +195,7 @@ type ReplicasInfo struct {
 }
 
 func (r *Router) serveReplicas(w http.ResponseWriter, _ *http.Request) {
+	now := time.Now()
 	st := r.table.Status()
 	out := ReplicasInfo{Policy: st.Policy, PlacementEntries: st.Memory, Replicas: []ReplicaInfo{}, Cluster: r.clusterStatus()}
 	peer := r.table.PeerLoad()
@@ -164,6 +205,7 @@ func (r *Router) serveReplicas(w http.ResponseWriter, _ *http.Request) {
 		if i < len(peer) {
 			out.Replicas[i].PeerInflightRequests, out.Replicas[i].PeerInflightTokens = peer[i].Requests, peer[i].Tokens
 		}
+		out.Replicas[i].Reported, out.Replicas[i].Speed = replicaSignals(x.Reported, r.table.Speed(x.Name), now)
 	}
 	writeJSON(w, http.StatusOK, out)
 }

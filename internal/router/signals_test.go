@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -65,6 +66,16 @@ func TestReplicaSignals(t *testing.T) {
 		run, wt, kv, q, k := reported()
 		return q && k && run == 3 && wt == 2 && kv == 0.5
 	})
+	// Operators read them in /replicas.
+	rec := httptest.NewRecorder()
+	rt.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/replicas", nil))
+	var info ReplicasInfo
+	if err := json.Unmarshal(rec.Body.Bytes(), &info); err != nil || len(info.Replicas) != 1 {
+		t.Fatalf("/replicas: %v %s", err, rec.Body.String())
+	}
+	if r := info.Replicas[0].Reported; r == nil || r.Running == nil || *r.Running != 3 || r.KVUse == nil || *r.KVUse != 0.5 {
+		t.Errorf("/replicas reported = %+v, want running 3 and kv_use 0.5", r)
+	}
 	broken.Store(true)
 	wait("unknown signals after failed scrapes", func() bool {
 		_, _, _, q, k := reported()
