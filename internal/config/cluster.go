@@ -122,15 +122,7 @@ func (c *Cluster) Validate() error {
 			bad("peers.kubernetes", "missing")
 			break
 		}
-		if k.Namespace == "" {
-			bad("peers.kubernetes.namespace", "must not be empty")
-		}
-		if k.Service == "" {
-			bad("peers.kubernetes.service", "must not be empty")
-		}
-		if k.PortName == "" {
-			bad("peers.kubernetes.port_name", "must not be empty")
-		}
+		validateService("peers.kubernetes", k.Namespace, k.Service, k.PortName, bad)
 	default:
 		bad("peers.mode", "must be static or kubernetes, got %q", c.Peers.Mode)
 	}

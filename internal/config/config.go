@@ -398,6 +398,20 @@ func checkKeys(raw any, t reflect.Type, path string) error {
 	return nil
 }
 
+// validateService checks a reference to a Service's EndpointSlices (the
+// replicas' for discovery, the routers' own for cluster peers).
+func validateService(key, namespace, service, portName string, bad func(key, format string, args ...any)) {
+	if namespace == "" {
+		bad(key+".namespace", "must not be empty")
+	}
+	if service == "" {
+		bad(key+".service", "must not be empty")
+	}
+	if portName == "" {
+		bad(key+".port_name", "must not be empty")
+	}
+}
+
 // movedKeys are the first round's policy keys and where they live now, so
 // that an old configuration file gets a useful error.
 var movedKeys = map[string]string{
@@ -532,15 +546,7 @@ func (c *Router) Validate() error {
 			bad("discovery.kubernetes", "missing")
 			break
 		}
-		if k.Namespace == "" {
-			bad("discovery.kubernetes.namespace", "must not be empty")
-		}
-		if k.Service == "" {
-			bad("discovery.kubernetes.service", "must not be empty")
-		}
-		if k.PortName == "" {
-			bad("discovery.kubernetes.port_name", "must not be empty")
-		}
+		validateService("discovery.kubernetes", k.Namespace, k.Service, k.PortName, bad)
 	default:
 		bad("discovery.mode", "must be static or kubernetes, got %q", c.Discovery.Mode)
 	}
