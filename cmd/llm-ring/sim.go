@@ -49,8 +49,8 @@ type simOptions struct {
 	router      config.Router
 	model       model.Config
 	sweepKey    string
-	source      sim.Source // a trace's requests (nil: the profile's generator)
-	replicasSet bool       // --replicas was given (else a profile's replica count wins)
+	source      func() sim.Source // a trace's requests, a source per run (nil: the profile's generator)
+	replicasSet bool              // --replicas was given (else a profile's replica count wins)
 	sweepVals   []string
 	cpuProf     string
 }
@@ -191,6 +191,14 @@ func simSweepNote(o *simOptions) string {
 // ending in -sim.
 func (o *simOptions) specs() []sim.Spec { return o.specsFor(o.profile) }
 
+// newSource returns a run's own conversation source (a trace's), or nil.
+func (o *simOptions) newSource() sim.Source {
+	if o.source == nil {
+		return nil
+	}
+	return o.source()
+}
+
 // specsFor is specs with another traffic profile (an arena's scenario).
 func (o *simOptions) specsFor(prof traffic.Profile) []sim.Spec {
 	var out []sim.Spec
@@ -216,7 +224,7 @@ func (o *simOptions) specsFor(prof traffic.Profile) []sim.Spec {
 				Gossip:      o.gossip,
 				GossipDelay: o.gossipDelay,
 				GossipBatch: o.gossipBatch,
-				Source:      o.source,
+				Source:      o.newSource(),
 			})
 		}
 	}

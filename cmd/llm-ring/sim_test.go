@@ -107,3 +107,20 @@ func TestSimCommand(t *testing.T) {
 		t.Errorf("epsilon=0.1 run JSON does not record epsilon 0.1: %v", err)
 	}
 }
+
+// TestSimTraceRunsInParallel: a trace replayed by several policies at once
+// gives each run its own source (a run's source caches block texts): under
+// -race, a shared one was a concurrent map write (found running the
+// README's --trace command).
+func TestSimTraceRunsInParallel(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	err := cmdSim(context.Background(), []string{"--policies", "consistent,cache-aware,predictive", "--workers", "3",
+		"--trace", filepath.Join("..", "..", "internal", "traffic", "testdata", "trace-small.jsonl"),
+		"--shared-cpu=false", "--replica-preset", "gpu-h100-8b", "--out-dir", t.TempDir()}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "3 runs") {
+		t.Errorf("stderr %q, want 3 runs", stderr.String())
+	}
+}

@@ -15,7 +15,10 @@ import (
 // others are doing, with no conversation header (the router must find the
 // reuse from the prompt alone). In the simulator's closed loop this is one
 // user per request, whose only think time is its timestamp.
-func TraceRun(name string, reqs []traffic.TraceRequest, speedup float64) (traffic.Profile, Source, error) {
+//
+// The source returned makes a new Source for each run: a run's source
+// caches block texts, and runs are simulated in parallel.
+func TraceRun(name string, reqs []traffic.TraceRequest, speedup float64) (traffic.Profile, func() Source, error) {
 	if len(reqs) == 0 {
 		return traffic.Profile{}, nil, fmt.Errorf("trace %s: no request", name)
 	}
@@ -37,11 +40,12 @@ func TraceRun(name string, reqs []traffic.TraceRequest, speedup float64) (traffi
 	if err := p.Validate(); err != nil {
 		return traffic.Profile{}, nil, fmt.Errorf("trace %s: %w", name, err)
 	}
-	return p, &traceSource{reqs: reqs, speedup: speedup, text: map[int64]string{}}, nil
+	return p, func() Source { return &traceSource{reqs: reqs, speedup: speedup, text: map[int64]string{}} }, nil
 }
 
 // traceSource makes trace request i a one-turn conversation. Block texts
-// are cached (a trace reuses its blocks: that is the point of it).
+// are cached (a trace reuses its blocks: that is the point of it), so a
+// traceSource belongs to one run.
 type traceSource struct {
 	reqs    []traffic.TraceRequest
 	speedup float64
