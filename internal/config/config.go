@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"reflect"
 	"slices"
@@ -353,6 +354,15 @@ func checkKeys(raw any, t reflect.Type, path string) error {
 			return fmt.Errorf("%s: must be a mapping, not empty", strings.TrimPrefix(path, "."))
 		}
 		return nil
+	}
+	if t == reflect.TypeOf(Router{}) {
+		// A first-round file: say where its keys went before anything else
+		// (its other missing keys would be reported first otherwise).
+		for _, k := range slices.Sorted(maps.Keys(movedKeys)) {
+			if _, ok := m[k]; ok {
+				return fmt.Errorf("%s: unknown key (moved to %s)", k, movedKeys[k])
+			}
+		}
 	}
 	known := map[string]bool{}
 	for i := range t.NumField() {

@@ -34,6 +34,10 @@ func TestErrorsNameTheKey(t *testing.T) {
 		}, "placement_memory.ttl: missing"},
 		// A key of the first round's layout, moved under policies.
 		{"old epsilon key", func(s string) string { return s + "epsilon: 0.3\n" }, "epsilon: unknown key (moved to policies.bounded.epsilon and policies.llm-aware.epsilon)"},
+		// A whole first-round file: its moved keys are reported before the keys it lacks.
+		{"first-round file", func(s string) string {
+			return "llm_aware: {}\n" + strings.Replace(s, "prefix_index:", "old_prefix_index:", 1)
+		}, "llm_aware: unknown key (moved to policies.llm-aware)"},
 		// An unknown policy setting names the policy and lists its keys.
 		{"unknown policy key", func(s string) string {
 			return strings.Replace(s, "    load_unit: requests", "    load_unit: requests\n    epsilonn: 2", 1)
