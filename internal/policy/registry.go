@@ -34,6 +34,11 @@ type Spec struct {
 	// Study marks the original study's five policies, whose results the
 	// simulator's golden files guard (the demo compares them).
 	Study bool
+	// ReadsMatch says the policy reads Row.Match (what each replica holds of
+	// this prompt): the routing state then consults the prefix index at
+	// each pick. For the others it only learns (TestReadsMatch keeps the
+	// flag honest).
+	ReadsMatch bool
 }
 
 // registry is the one list of policies, in their canonical order: the
@@ -66,21 +71,21 @@ var registry = [...]Spec{
 		Defaults: func() Settings { return &PrefixHash{MeanLoadPercentage: 125, PrefixCharLength: 100} },
 		Make:     func(s Settings) Policy { return s.(*PrefixHash) },
 		Reasons:  []Reason{PrefixHome, PrefixNext, PrefixDefault}},
-	{Name: "cache-aware", Doc: "shortest queue when imbalanced, else the longest prefix match above 30 % of the prompt, else least loaded (SGLang cache_aware)",
+	{Name: "cache-aware", ReadsMatch: true, Doc: "shortest queue when imbalanced, else the longest prefix match above 30 % of the prompt, else least loaded (SGLang cache_aware)",
 		Defaults: func() Settings {
 			return &CacheAware{CacheThreshold: 0.3, BalanceAbsThreshold: 64, BalanceRelThreshold: 1.5}
 		},
 		Make:    func(s Settings) Policy { return s.(*CacheAware) },
 		Reasons: []Reason{CacheImbalanced, CacheMatch, CacheLowMatch}},
-	{Name: "scored", Doc: "weighted scorers 2·queue + 2·(1 − KV use) + 3·prefix match, highest wins (Gateway API Inference Extension / llm-d default profile)",
+	{Name: "scored", ReadsMatch: true, Doc: "weighted scorers 2·queue + 2·(1 − KV use) + 3·prefix match, highest wins (Gateway API Inference Extension / llm-d default profile)",
 		Defaults: func() Settings { return &Scored{QueueWeight: 2, KVCacheWeight: 2, PrefixWeight: 3} },
 		Make:     func(s Settings) Policy { return s.(*Scored) },
 		Reasons:  []Reason{ScoredTop, ScoredTie}},
-	{Name: "kv-cost", Doc: "lowest cost = prefill blocks not cached there + active decode blocks there (Dynamo KV router, approximate mode)",
+	{Name: "kv-cost", ReadsMatch: true, Doc: "lowest cost = prefill blocks not cached there + active decode blocks there (Dynamo KV router, approximate mode)",
 		Defaults: func() Settings { return &KVCost{OverlapScoreWeight: 1, BlockSize: 16} },
 		Make:     func(s Settings) Policy { return s.(*KVCost) },
 		Reasons:  []Reason{KVLowest, KVTie}},
-	{Name: "predictive", Doc: "the replica where the request is predicted to finish first: queue + prefill + decode + the cost of leaving its cache, in seconds",
+	{Name: "predictive", ReadsMatch: true, Doc: "the replica where the request is predicted to finish first: queue + prefill + decode + the cost of leaving its cache, in seconds",
 		Defaults: func() Settings { return DefaultPredictive() },
 		Make:     func(s Settings) Policy { return s.(*Predictive) },
 		Reasons:  []Reason{Cache, Home, Faster, Prefix, Spill}},
@@ -93,6 +98,12 @@ func Names() []string {
 		out[i] = registry[i].Name
 	}
 	return out
+}
+
+// ReadsMatch reports whether p's registry row says it reads Row.Match.
+func ReadsMatch(p Policy) bool {
+	sp, err := Lookup(p.Name())
+	return err != nil || sp.ReadsMatch // a policy outside the registry (tests) gets everything
 }
 
 // StudyNames lists the original study's five policies, in canonical order.

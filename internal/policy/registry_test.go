@@ -1,6 +1,10 @@
 package policy
 
 import (
+	"math/rand/v2"
+
+	"github.com/llm-ring/llm-ring/internal/ring"
+
 	"strings"
 	"testing"
 )
@@ -125,6 +129,49 @@ func TestRegistryRows(t *testing.T) {
 		}
 		if got := SettingsMap(SettingsOf(p)); len(got) != len(SettingKeys(sp.Defaults())) {
 			t.Errorf("%s: SettingsOf gives %v, want its %d keys", sp.Name, got, len(SettingKeys(sp.Defaults())))
+		}
+	}
+}
+
+// TestReadsMatch keeps each row's ReadsMatch honest: a policy that says it
+// does not read Row.Match decides the same whatever the rows' matches are
+// (so the routing state may skip the prefix lookup for it), and one that
+// says it does changes some decision when they change.
+func TestReadsMatch(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	names := []string{"llm-0", "llm-1", "llm-2", "llm-3", "llm-4"}
+	rg := ring.New(names, 40, nil)
+	for _, sp := range Specs() {
+		p, err := New(sp.Name, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		changed := 0
+		for i := range 2000 {
+			v := NewView(names, rg, make([]Load, len(names)))
+			for r := range v.Rows {
+				v.Rows[r].Load = Load{Requests: int64(rng.IntN(6)), Tokens: int64(rng.IntN(4000))}
+				v.Rows[r].Reported = Reported{Running: float64(rng.IntN(4)), Waiting: float64(rng.IntN(3)), KVUse: rng.Float64(), HasQueue: true, HasKV: true}
+			}
+			v.Recount()
+			req := Request{Hash: rng.Uint64(), Seq: uint64(i), PromptTokens: 100 + rng.IntN(3000), OutputTokens: 64, Last: -1, FirstUser: "hello there"}
+			if rng.IntN(2) == 0 {
+				req.Last, req.CachedTokens = rng.IntN(len(names)), rng.IntN(req.PromptTokens)
+			}
+			a := p.Pick(&req, v)
+			for r := range v.Rows {
+				v.Rows[r].Match = rng.IntN(req.PromptTokens + 1)
+			}
+			b := p.Pick(&req, v)
+			if a.Replica != b.Replica || a.Reason != b.Reason || a.Charge != b.Charge {
+				changed++
+			}
+		}
+		if !sp.ReadsMatch && changed > 0 {
+			t.Errorf("%s says it does not read Match, but %d of 2000 decisions changed with it", sp.Name, changed)
+		}
+		if sp.ReadsMatch && changed == 0 {
+			t.Errorf("%s says it reads Match, but no decision changed with it", sp.Name)
 		}
 	}
 }

@@ -58,9 +58,18 @@ func (p *prefixIndexer) Lookup(q *Query, t *Table, now int64) {
 // Routed implements Indexer: optimistic insert of the prompt's blocks on the
 // chosen replica.
 func (p *prefixIndexer) Routed(q *Query, tk *Ticket, now int64) {
-	if len(q.Blocks) > 0 {
-		p.ix.Insert(tk.id, q.Blocks, now)
+	if len(q.Blocks) == 0 {
+		return
 	}
+	if tk.match == 0 {
+		// The pick did not consult the index (its policy does not read
+		// Match): what the chosen replica was believed to hold is still
+		// the expectation Finished checks the replica's report against.
+		var one [1]int32
+		p.ix.Match(q.Blocks, now, []uint32{tk.id}, one[:])
+		tk.match = int(p.cfg.Tokens(one[0]))
+	}
+	p.ix.Insert(tk.id, q.Blocks, now)
 }
 
 // Finished implements Indexer. The correction: a turn that expected a hit

@@ -57,14 +57,15 @@ type snapshot struct {
 type Table struct {
 	cfg Config
 
-	mu      sync.Mutex
-	pol     policy.Policy
-	snap    *snapshot
-	rows    []policy.Row // indexed like snap.names
-	total   policy.Load  // Σ rows' loads
-	touched []int32      // rows whose Match a lookup set (cleared after the pick)
-	idx     []Indexer    // placement memory, then cfg.Indexers
-	visited []uint64     // scratch for ring walks
+	mu         sync.Mutex
+	pol        policy.Policy
+	readsMatch bool // pol reads Row.Match: consult every indexer at a pick
+	snap       *snapshot
+	rows       []policy.Row // indexed like snap.names
+	total      policy.Load  // Σ rows' loads
+	touched    []int32      // rows whose Match a lookup set (cleared after the pick)
+	idx        []Indexer    // placement memory, then cfg.Indexers
+	visited    []uint64     // scratch for ring walks
 	// req and view are reused by every Route (under mu): passed to the
 	// policy through an interface, they would otherwise escape to the heap.
 	req   policy.Request
@@ -111,11 +112,13 @@ func (c Config) Validate() error {
 // panics on an invalid prefix-index configuration.
 func New(cfg Config, p policy.Policy) *Table {
 	t := &Table{
-		cfg:  cfg,
-		pol:  p,
-		snap: &snapshot{ring: ring.New(nil, 0, cfg.Hash)},
-		mem:  newMemory(cfg.MaxEntries, int64(cfg.TTL)),
-		idOf: map[string]uint32{},
+		cfg: cfg,
+		pol: p,
+
+		readsMatch: policy.ReadsMatch(p),
+		snap:       &snapshot{ring: ring.New(nil, 0, cfg.Hash)},
+		mem:        newMemory(cfg.MaxEntries, int64(cfg.TTL)),
+		idOf:       map[string]uint32{},
 	}
 	t.idx = []Indexer{t.mem}
 	if cfg.Prefix.BlockChars > 0 {
@@ -133,7 +136,7 @@ func New(cfg Config, p policy.Policy) *Table {
 // SetPolicy replaces the policy; in-flight requests and memory are kept.
 func (t *Table) SetPolicy(p policy.Policy) {
 	t.mu.Lock()
-	t.pol = p
+	t.pol, t.readsMatch = p, policy.ReadsMatch(p)
 	t.mu.Unlock()
 }
 
@@ -335,7 +338,7 @@ func (tk *Ticket) Blocks() []uint64 { return tk.blocks }
 func (t *Table) Route(in Input, now int64, exclude ...string) (Ticket, policy.Decision, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.route(t.pol, in, now, exclude)
+	return t.route(t.pol, t.readsMatch, in, now, exclude)
 }
 
 // RouteWith is Route with policy p instead of the configured one: for
@@ -345,10 +348,15 @@ func (t *Table) Route(in Input, now int64, exclude ...string) (Ticket, policy.De
 func (t *Table) RouteWith(p policy.Policy, in Input, now int64, exclude ...string) (Ticket, policy.Decision, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.route(p, in, now, exclude)
+	return t.route(p, policy.ReadsMatch(p), in, now, exclude)
 }
 
-func (t *Table) route(pol policy.Policy, in Input, now int64, exclude []string) (Ticket, policy.Decision, error) {
+// route picks with pol. Placement memory is always consulted (it gives the
+// request's Last and the token estimate); the other indexers only raise
+// rows' Match, so they are consulted only when the policy reads it
+// (readsMatch): a prefix lookup against 1,000 replicas is the costliest
+// step of a pick. They learn from every request either way.
+func (t *Table) route(pol policy.Policy, readsMatch bool, in Input, now int64, exclude []string) (Ticket, policy.Decision, error) {
 	s := t.snap
 	if len(s.names) == 0 {
 		return Ticket{}, policy.Decision{}, ErrNoReplica
@@ -360,7 +368,10 @@ func (t *Table) route(pol policy.Policy, in Input, now int64, exclude []string) 
 	t.mem.expire(now)
 	q := &t.query
 	*q = Query{Key: in.Hash, Blocks: in.Blocks, Chars: in.Chars}
-	for _, ix := range t.idx {
+	for i, ix := range t.idx {
+		if i > 0 && !readsMatch {
+			break
+		}
 		ix.Lookup(q, t, now)
 	}
 	place, known := q.Place, q.Known
@@ -420,7 +431,7 @@ func (t *Table) route(pol policy.Policy, in Input, now int64, exclude []string) 
 	if t.peers != nil {
 		t.publishRouted(&t.tk, now)
 	}
-	return tk, d, nil
+	return t.tk, d, nil // as the indexers completed it (the prefix index's expectation)
 }
 
 // SetMatch raises row i's Match to tokens (an indexer's Lookup calls it).
