@@ -1,12 +1,12 @@
 package engine
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
+
+	"github.com/llm-ring/llm-ring/internal/wire"
 )
 
 // Message is one rendered message of an Anthropic Messages request: its
@@ -39,48 +39,6 @@ func (r *MessagesRequest) ConversationKey() string {
 	return r.System
 }
 
-type block struct {
-	Type    string          `json:"type"`
-	Text    string          `json:"text"`
-	Content json.RawMessage `json:"content"`
-}
-
-// blocksText flattens a content: a string, or an array of blocks (text
-// blocks and tool_result contents concatenated; images and tool_use left
-// out).
-func blocksText(raw json.RawMessage, field string) (string, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return "", nil
-	}
-	switch raw[0] {
-	case '"':
-		var s string
-		err := json.Unmarshal(raw, &s)
-		return s, err
-	case '[':
-		var bs []block
-		if err := json.Unmarshal(raw, &bs); err != nil {
-			return "", fmt.Errorf("%s: must be a string or an array of content blocks", field)
-		}
-		var b strings.Builder
-		for _, bl := range bs {
-			switch bl.Type {
-			case "text":
-				b.WriteString(bl.Text)
-			case "tool_result":
-				t, err := blocksText(bl.Content, field+".content")
-				if err != nil {
-					return "", err
-				}
-				b.WriteString(t)
-			}
-		}
-		return b.String(), nil
-	}
-	return "", fmt.Errorf("%s: must be a string or an array of content blocks", field)
-}
-
 // ParseMessages reads an Anthropic Messages request. Errors name the field.
 func ParseMessages(body []byte) (*MessagesRequest, error) {
 	var in struct {
@@ -104,16 +62,16 @@ func ParseMessages(body []byte) (*MessagesRequest, error) {
 		out.MaxTokens = *in.MaxTokens
 	}
 	var err error
-	if out.System, err = blocksText(in.System, "system"); err != nil {
-		return nil, err
+	if out.System, err = wire.MessagesContentText(in.System); err != nil {
+		return nil, fmt.Errorf("system: %w", err)
 	}
 	for i, m := range in.Messages {
 		if m.Role == "" {
 			return nil, fmt.Errorf("messages[%d].role: must be a non-empty string", i)
 		}
-		text, err := blocksText(m.Content, fmt.Sprintf("messages[%d].content", i))
+		text, err := wire.MessagesContentText(m.Content)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("messages[%d].content: %w", i, err)
 		}
 		out.Messages[i] = Message{Role: m.Role, Text: text}
 	}

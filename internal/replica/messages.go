@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/wire"
@@ -37,39 +36,14 @@ type anthropicRequest struct {
 	Stream    bool               `json:"stream"`
 }
 
-// anthropicText flattens a content (a string, or an array of blocks whose
-// text blocks are concatenated, as llama.cpp does for the system prompt).
+// anthropicText flattens a content (wire.MessagesContentText), with
+// llama.cpp's error message.
 func anthropicText(raw json.RawMessage, field string) (string, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return "", nil
+	t, err := wire.MessagesContentText(raw)
+	if err != nil {
+		return "", fmt.Errorf("Expected '%s' to be a string or an array", field)
 	}
-	switch raw[0] {
-	case '"':
-		var s string
-		err := json.Unmarshal(raw, &s)
-		return s, err
-	case '[':
-		var blocks []anthropicBlock
-		if err := json.Unmarshal(raw, &blocks); err != nil {
-			return "", fmt.Errorf("%s: %v", field, err)
-		}
-		var b strings.Builder
-		for _, bl := range blocks {
-			switch bl.Type {
-			case "text":
-				b.WriteString(bl.Text)
-			case "tool_result":
-				t, err := anthropicText(bl.Content, field+".content")
-				if err != nil {
-					return "", err
-				}
-				b.WriteString(t)
-			}
-		}
-		return b.String(), nil
-	}
-	return "", fmt.Errorf("Expected '%s' to be a string or an array", field)
+	return t, nil
 }
 
 func anthropicMessages(req *anthropicRequest) ([]model.Message, error) {
