@@ -393,7 +393,7 @@ func (s *sim) startConversation(u int32, idx int, from time.Duration) {
 			us.blocks.WriteMessage("system", c.System)
 		}
 	}
-	if len(c.Turns) == 0 || s.prof.MaxContextTokens < 1<<30 && !traffic.Fits(s.prof, c, 0, 0) {
+	if len(c.Turns) == 0 || !traffic.Fits(s.prof, c, 0, 0) {
 		s.startConversation(u, idx+s.prof.Concurrency, from)
 		return
 	}
