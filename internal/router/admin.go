@@ -205,7 +205,7 @@ func (r *Router) serveReplicas(w http.ResponseWriter, _ *http.Request) {
 		if i < len(peer) {
 			out.Replicas[i].PeerInflightRequests, out.Replicas[i].PeerInflightTokens = peer[i].Requests, peer[i].Tokens
 		}
-		out.Replicas[i].Reported, out.Replicas[i].Speed = replicaSignals(x.Reported, r.table.Speed(x.Name), now)
+		out.Replicas[i].Reported, out.Replicas[i].Speed = replicaSignals(x.Reported, x.Speed, now)
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -576,6 +576,7 @@ type ReplicaStatus struct {
 	replicaset.Replica
 	Load      policy.Load
 	Reported  policy.Reported
+	Speed     policy.Speed
 	RingShare float64 // share of the hash space it is home for
 	Healthy   bool    // false while its health checks fail (SetHealthy)
 }
@@ -597,7 +598,7 @@ func (t *Table) Status() Status {
 	defer t.mu.Unlock()
 	st := Status{Policy: t.pol.Name(), Memory: t.mem.len(), Replicas: make([]ReplicaStatus, len(t.snap.names))}
 	for i, r := range t.snap.replicas {
-		st.Replicas[i] = ReplicaStatus{Replica: r, Load: t.rows[i].Load, Reported: t.rows[i].Reported,
+		st.Replicas[i] = ReplicaStatus{Replica: r, Load: t.rows[i].Load, Reported: t.rows[i].Reported, Speed: t.rows[i].Speed,
 			RingShare: t.snap.share[i], Healthy: !t.down[t.snap.ids[i]]}
 	}
 	return st
