@@ -1,6 +1,7 @@
 // Package cluster lets several router instances route as one: they gossip
-// what changes routing (placement-memory updates, prefix-index inserts and
-// evictions, and each instance's in-flight load per replica) over
+// what changes routing (placement-memory updates, turns in flight,
+// prefix-index inserts and evictions, and each instance's in-flight load per
+// replica) over
 // hashicorp/memberlist, encrypted and authenticated with a shared AES key.
 //
 // The package knows nothing of the routing state. The state talks to it
@@ -9,6 +10,7 @@
 //	n, err := cluster.New(cluster.Options{Config: cfg, Applier: a})
 //	go n.Run(ctx)                        // join peers, push, sync; leave when ctx ends
 //	n.PublishPlacement(p)                // local changes: enqueue, never block
+//	n.PublishTurn(t)
 //	n.PublishPrefix(u)
 //	n.AddLoad("llm-0", +1, +800)         // this instance's in-flight delta
 //	req, tok := n.RemoteLoad("llm-0")    // sum of the peers' loads
@@ -16,7 +18,7 @@
 //
 // How it travels (docs/design.md, "Active-active routers", says why and
 // gives sizes): local changes are batched for flush_interval, a release
-// (load decrease, placement, lost cache) not at all, and pushed as UDP
+// (load decrease, placement, failed turn, lost cache) not at all, and pushed as UDP
 // packets to every alive peer (SendBestEffort); every sync_interval each instance sends its full load
 // snapshot to every peer over TCP (SendReliable), which repairs any lost
 // push. Loads travel as absolute values with a per-sender generation and
@@ -54,6 +56,7 @@ import (
 // call unless they own it (each call gets a fresh slice; it is theirs).
 type Applier interface {
 	ApplyPlacement(p Placement)
+	ApplyTurn(t Turn)
 	ApplyPrefix(u PrefixUpdate)
 }
 
@@ -133,9 +136,10 @@ type Node struct {
 	m       *metrics
 	dropOut func(Kind) bool
 
-	mu    sync.Mutex // guards local, outP, outX
+	mu    sync.Mutex // guards local, outP, outT, outX
 	local *localLoads
 	outP  []Placement
+	outT  []Turn
 	outX  []PrefixUpdate
 	kick  chan struct{} // a push is pending
 	now   chan struct{} // a push is pending that must not wait (a release)
@@ -321,7 +325,7 @@ func signal(c chan struct{}) {
 // counted).
 func (n *Node) PublishPlacement(p Placement) {
 	n.mu.Lock()
-	full := len(n.outP)+len(n.outX) >= maxQueued
+	full := n.queuedLocked() >= maxQueued
 	if !full {
 		n.outP = append(n.outP, p)
 	}
@@ -333,6 +337,27 @@ func (n *Node) PublishPlacement(p Placement) {
 	signal(n.now) // a placement is learned when an answer ends: see pushLoop
 }
 
+// PublishTurn enqueues a turn routed (pushed with the next batch, like the
+// load it adds) or failed (pushed at once, like a release). It never
+// blocks; when the queue is full the turn is dropped (and counted).
+func (n *Node) PublishTurn(t Turn) {
+	n.mu.Lock()
+	full := n.queuedLocked() >= maxQueued
+	if !full {
+		n.outT = append(n.outT, t)
+	}
+	n.mu.Unlock()
+	switch {
+	case full:
+		n.m.dropped.WithLabelValues(KindTurn.String(), dropQueueFull).Inc()
+	default:
+		signal(n.now)
+	}
+}
+
+// queuedLocked is the number of queued updates; n.mu is held.
+func (n *Node) queuedLocked() int { return len(n.outP) + len(n.outT) + len(n.outX) }
+
 // PublishPrefix enqueues a local prefix-index insert or eviction; chains
 // longer than a packet holds are split. It never blocks; when the queue is
 // full the update is dropped (and counted). u.Hashes is copied.
@@ -343,7 +368,7 @@ func (n *Node) PublishPrefix(u PrefixUpdate) {
 	n.mu.Lock()
 	full := false
 	for h := u.Hashes; len(h) > 0; {
-		if len(n.outP)+len(n.outX) >= maxQueued {
+		if n.queuedLocked() >= maxQueued {
 			full = true
 			break
 		}
@@ -518,8 +543,8 @@ func (n *Node) Flush() { n.push() }
 func (n *Node) push() {
 	n.mu.Lock()
 	seq, loads := n.local.takeDirty()
-	ps, xs := n.outP, n.outX
-	n.outP, n.outX = nil, nil
+	ps, ts, xs := n.outP, n.outT, n.outX
+	n.outP, n.outT, n.outX = nil, nil, nil
 	n.mu.Unlock()
 
 	var pkts [][]byte
@@ -540,6 +565,9 @@ func (n *Node) push() {
 		}
 		add(b, KindLoadDelta)
 	}
+	// Turns before placements: a turn routed and answered within one batch
+	// is announced, then answered (which forgets it), in that order.
+	packItems(ts, KindTurn, func(t Turn) int64 { return t.At }, appendTurn, add)
 	packItems(ps, KindPlacement, func(p Placement) int64 { return p.At }, appendPlacement, add)
 	packItems(xs, KindPrefix, func(u PrefixUpdate) int64 { return u.At }, appendPrefix, add)
 	if len(pkts) == 0 {
@@ -764,6 +792,12 @@ func (n *Node) receive(b []byte, fromState bool) {
 		if n.applier != nil {
 			for _, p := range msg.Placements {
 				n.applier.ApplyPlacement(p)
+			}
+		}
+	case KindTurn:
+		if n.applier != nil {
+			for _, t := range msg.Turns {
+				n.applier.ApplyTurn(t)
 			}
 		}
 	case KindPrefix:

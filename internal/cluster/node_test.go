@@ -25,7 +25,20 @@ var (
 type recorder struct {
 	mu         sync.Mutex
 	placements []Placement
+	turns      []Turn
 	prefixes   []PrefixUpdate
+}
+
+func (r *recorder) ApplyTurn(t Turn) {
+	r.mu.Lock()
+	r.turns = append(r.turns, t)
+	r.mu.Unlock()
+}
+
+func (r *recorder) hasTurn(key uint64, failed bool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.ContainsFunc(r.turns, func(t Turn) bool { return t.Key == key && t.Failed == failed })
 }
 
 func (r *recorder) ApplyPlacement(p Placement) {
@@ -163,8 +176,11 @@ func TestClusterConverges(t *testing.T) {
 	a, b, c := cluster3(t)
 	a.PublishPlacement(Placement{Key: 77, Replica: "llm-1", CachedTokens: 100, PromptTokens: 120, PromptChars: 480, At: time.Now().UnixNano()})
 	a.PublishPrefix(PrefixUpdate{Replica: "llm-1", Op: PrefixInsert, Hashes: []uint64{5, 6, 7}, At: time.Now().UnixNano()})
+	a.PublishTurn(Turn{Key: 78, Replica: "llm-2", ChargeTokens: 900, PromptTokens: 800, PromptChars: 3200, At: time.Now().UnixNano()})
+	a.PublishTurn(Turn{Key: 79, Replica: "llm-2", Failed: true, At: time.Now().UnixNano()})
 	for _, n := range []*testNode{b, c} {
 		waitFor(t, n.name+" applies a's placement", func() bool { return n.rec.hasPlacement(77) })
+		waitFor(t, n.name+" applies a's turns", func() bool { return n.rec.hasTurn(78, false) && n.rec.hasTurn(79, true) })
 		waitFor(t, n.name+" applies a's prefix insert", func() bool { return n.rec.hasPrefix(6) })
 	}
 	if a.rec.hasPlacement(77) {

@@ -19,6 +19,12 @@ func (p TablePeers) PublishPlacement(u state.PlacementUpdate) {
 		CachedTokens: u.Cached, PromptTokens: u.Prompt, PromptChars: u.Chars, At: u.At})
 }
 
+// PublishTurn implements state.Peers.
+func (p TablePeers) PublishTurn(u state.TurnUpdate) {
+	p.Node.PublishTurn(Turn{Key: u.Key, Replica: u.Replica, Failed: u.Failed,
+		ChargeTokens: u.Charge, PromptTokens: u.Prompt, OutputTokens: u.Output, PromptChars: u.Chars, At: u.At})
+}
+
 // PublishPrefix implements state.Peers (PublishPrefix copies the blocks).
 func (p TablePeers) PublishPrefix(u state.PrefixUpdate) {
 	op := PrefixInsert
@@ -47,6 +53,12 @@ var _ Applier = TableApplier{}
 func (a TableApplier) ApplyPlacement(p Placement) {
 	a.Table.ApplyPlacement(state.PlacementUpdate{Key: p.Key, Replica: p.Replica,
 		Cached: p.CachedTokens, Prompt: p.PromptTokens, Chars: p.PromptChars, At: p.At})
+}
+
+// ApplyTurn implements Applier.
+func (a TableApplier) ApplyTurn(t Turn) {
+	a.Table.ApplyTurn(state.TurnUpdate{Key: t.Key, Replica: t.Replica, Failed: t.Failed,
+		Charge: t.ChargeTokens, Prompt: t.PromptTokens, Output: t.OutputTokens, Chars: t.PromptChars, At: t.At})
 }
 
 // ApplyPrefix implements Applier. An eviction removes nothing the index

@@ -20,6 +20,22 @@ type Placement struct {
 	At           int64
 }
 
+// Turn announces a conversation's turn routed to Replica at At (unix ns) and
+// not yet answered: its load there (ChargeTokens, one request) and its
+// prompt (PromptTokens as estimated, PromptChars); or, with Failed, that the
+// turn ended without an answer (state.TurnUpdate). An answered turn is
+// announced by its Placement.
+type Turn struct {
+	Key          uint64
+	Replica      string
+	Failed       bool
+	ChargeTokens int64
+	PromptTokens int
+	OutputTokens int // the output it asked for (max_tokens)
+	PromptChars  int
+	At           int64
+}
+
 // PrefixOp says whether a prefix update adds or removes blocks.
 type PrefixOp uint8
 
@@ -88,9 +104,12 @@ const (
 	KindPrefix       Kind = 2
 	KindLoadDelta    Kind = 3
 	KindLoadSnapshot Kind = 4
+	// KindTurn was added after the first release of version 1: an older
+	// instance counts it as a decode error and ignores it.
+	KindTurn Kind = 5
 )
 
-var kindNames = [...]string{"invalid", "placement", "prefix", "load_delta", "load_snapshot"}
+var kindNames = [...]string{"invalid", "placement", "prefix", "load_delta", "load_snapshot", "turn"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -105,6 +124,7 @@ func (k Kind) String() string {
 //
 //	message   = version(1 byte) kind(1 byte) body
 //	placement = base_at  { key(8) name cached prompt chars at_delta(varint) }+
+//	turn      = base_at  { key(8) name failed(1 byte) charge prompt output chars at_delta(varint) }+
 //	prefix    = base_at  { name op(1 byte) at_delta(varint) n hash(8)×n }+
 //	load      = origin gen seq { name requests tokens }*
 //
@@ -137,6 +157,7 @@ func malformed(format string, args ...any) error {
 type message struct {
 	Kind       Kind
 	Placements []Placement
+	Turns      []Turn
 	Prefixes   []PrefixUpdate
 	Load       loadMsg
 }
@@ -170,6 +191,22 @@ func appendPlacement(dst []byte, base int64, p Placement) []byte {
 	dst = binary.AppendUvarint(dst, uv(p.PromptTokens))
 	dst = binary.AppendUvarint(dst, uv(p.PromptChars))
 	return binary.AppendVarint(dst, p.At-base)
+}
+
+// appendTurn appends one turn item (without header).
+func appendTurn(dst []byte, base int64, t Turn) []byte {
+	dst = binary.LittleEndian.AppendUint64(dst, t.Key)
+	dst = appendName(dst, t.Replica)
+	var failed byte
+	if t.Failed {
+		failed = 1
+	}
+	dst = append(dst, failed)
+	dst = binary.AppendUvarint(dst, uv64(t.ChargeTokens))
+	dst = binary.AppendUvarint(dst, uv(t.PromptTokens))
+	dst = binary.AppendUvarint(dst, uv(t.OutputTokens))
+	dst = binary.AppendUvarint(dst, uv(t.PromptChars))
+	return binary.AppendVarint(dst, t.At-base)
 }
 
 // appendPrefix appends one prefix item (without header).
@@ -212,6 +249,19 @@ func encodePlacements(ps []Placement) []byte {
 	b := binary.AppendUvarint(appendHeader(nil, KindPlacement), uv64(base))
 	for _, p := range ps {
 		b = appendPlacement(b, base, p)
+	}
+	return b
+}
+
+// encodeTurns returns one message holding ts.
+func encodeTurns(ts []Turn) []byte {
+	var base int64
+	if len(ts) > 0 {
+		base = ts[0].At
+	}
+	b := binary.AppendUvarint(appendHeader(nil, KindTurn), uv64(base))
+	for _, t := range ts {
+		b = appendTurn(b, base, t)
 	}
 	return b
 }
@@ -370,6 +420,28 @@ func decode(b []byte, intern func([]byte) string) (message, error) {
 		}
 		if r.err == nil && len(m.Placements) == 0 {
 			r.fail("placement message without items")
+		}
+	case KindTurn:
+		base := r.count("base time")
+		for r.err == nil && len(r.b) > 0 {
+			t := Turn{Key: r.u64("key")}
+			t.Replica = r.name("replica", intern)
+			failed := r.byte1("failed")
+			if r.err == nil && failed > 1 {
+				r.fail("failed flag %d", failed)
+			}
+			t.Failed = failed == 1
+			t.ChargeTokens = r.count("charge")
+			t.PromptTokens = r.int("prompt tokens")
+			t.OutputTokens = r.int("output tokens")
+			t.PromptChars = r.int("prompt chars")
+			t.At = r.at(base)
+			if r.err == nil {
+				m.Turns = append(m.Turns, t)
+			}
+		}
+		if r.err == nil && len(m.Turns) == 0 {
+			r.fail("turn message without items")
 		}
 	case KindPrefix:
 		base := r.count("base time")

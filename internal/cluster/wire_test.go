@@ -15,6 +15,10 @@ var (
 		// an item older than the message's base time
 		{Key: 2, Replica: "llm-1", At: 1_759_999_999_000_000_000},
 	}
+	sampleTurns = []Turn{
+		{Key: 0xdeadbeefcafef00d, Replica: "llm-0", ChargeTokens: 2100, PromptTokens: 1800, OutputTokens: 300, PromptChars: 7200, At: 1_760_000_000_000_000_000},
+		{Key: 3, Replica: "llm-2", Failed: true, At: 1_760_000_000_009_000_000},
+	}
 	samplePrefixes = []PrefixUpdate{
 		{Replica: "llm-0", Op: PrefixInsert, Hashes: []uint64{1, 2, 0xffffffffffffffff}, At: 1_760_000_000_000_000_000},
 		{Replica: "llm-3", Op: PrefixEvict, Hashes: []uint64{42}, At: 1_760_000_000_000_000_001},
@@ -37,6 +41,7 @@ func TestRoundTrip(t *testing.T) {
 		want message
 	}{
 		{"placements", encodePlacements(samplePlacements), message{Kind: KindPlacement, Placements: samplePlacements}},
+		{"turns", encodeTurns(sampleTurns), message{Kind: KindTurn, Turns: sampleTurns}},
 		{"prefixes", encodePrefixes(samplePrefixes), message{Kind: KindPrefix, Prefixes: samplePrefixes}},
 		{"load delta", encodeLoad(sampleLoad), message{Kind: KindLoadDelta, Load: sampleLoad}},
 		{"empty snapshot", encodeLoad(snap), message{Kind: KindLoadSnapshot, Load: snap}},
@@ -63,6 +68,8 @@ func TestDecodeRejects(t *testing.T) {
 	hugeCount = binary.LittleEndian.AppendUint64(hugeCount, 7) // one hash
 	badOp := encodePrefixes(samplePrefixes[:1])
 	badOp[2+binary.PutUvarint(make([]byte, 10), uint64(samplePrefixes[0].At))+1+len("llm-0")] = 9
+	badFailed := encodeTurns(sampleTurns[:1])
+	badFailed[2+binary.PutUvarint(make([]byte, 10), uint64(sampleTurns[0].At))+8+1+len("llm-0")] = 2
 	for _, tc := range []struct {
 		name string
 		b    []byte
@@ -76,6 +83,8 @@ func TestDecodeRejects(t *testing.T) {
 		{"name longer than a DNS name", longName},
 		{"hash count beyond the message", hugeCount},
 		{"unknown prefix op", badOp},
+		{"turn without items", binary.AppendUvarint(appendHeader(nil, KindTurn), 5)},
+		{"failed flag not 0 or 1", badFailed},
 		{"oversized", append(appendHeader(nil, KindLoadDelta), make([]byte, maxMessage)...)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -92,6 +101,7 @@ func TestDecodeRejects(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	f.Add(encodePlacements(samplePlacements))
 	f.Add(encodePrefixes(samplePrefixes))
+	f.Add(encodeTurns(sampleTurns))
 	f.Add(encodeLoad(sampleLoad))
 	f.Add([]byte{wireVersion, byte(KindLoadSnapshot), 1, 'a', 0, 0})
 	f.Add([]byte{wireVersion, byte(KindPrefix), 0, 1, 'x', 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f})
@@ -109,6 +119,8 @@ func FuzzDecode(f *testing.F) {
 			again = encodePlacements(m.Placements)
 		case KindPrefix:
 			again = encodePrefixes(m.Prefixes)
+		case KindTurn:
+			again = encodeTurns(m.Turns)
 		default:
 			again = encodeLoad(m.Load)
 		}
@@ -134,9 +146,14 @@ func TestMessageSizes(t *testing.T) {
 	}
 	delta := len(encodeLoad(loadMsg{Origin: "router-7d9f8-abcde", Gen: uint64(p.At), Seq: 123456, Entries: []LoadEntry{{Replica: "llm-0", Load: Load{Requests: 12, Tokens: 30000}}}}))
 	entry := len(appendLoadEntry(nil, LoadEntry{Replica: "llm-0", Load: Load{Requests: 12, Tokens: 30000}}))
+	tn := Turn{Key: p.Key, Replica: "llm-0", ChargeTokens: 2100, PromptTokens: 1800, OutputTokens: 300, PromptChars: 7200, At: p.At}
+	turnOne := len(encodeTurns([]Turn{tn}))
+	tn.At += 3_000_000
+	turnItem := len(appendTurn(nil, p.At, tn))
+	t.Logf("turn: %d B alone, %d B per further item", turnOne, turnItem)
 	t.Logf("placement: %d B alone, %d B per further item; prefix item: %d B (1 block), %d B (16), %d B (100); load push with one replica: %d B, +%d B per replica",
 		one, item, prefix(1), prefix(16), prefix(100), delta, entry)
-	if item > 40 || entry > 16 || prefix(100) > maxPacket-headerLen-binary.MaxVarintLen64 {
+	if item > 40 || turnItem > 40 || entry > 16 || prefix(100) > maxPacket-headerLen-binary.MaxVarintLen64 {
 		t.Fatalf("messages grew beyond what docs/design.md promises")
 	}
 }

@@ -19,9 +19,9 @@ import (
 // Without gossip, each instance sees only its own traffic.
 //
 // With Spec.GossipBatch, as the live node does: an instance holds load
-// increases and prefix inserts for GossipBatch before sending them (its
-// flush_interval), and a release (a load decrease, a placement, a lost
-// cache) goes at once, with everything the instance still holds — the live
+// increases, routed turns and prefix inserts for GossipBatch before sending
+// them (its flush_interval), and a release (a load decrease, a placement, a
+// failed turn, a lost cache) goes at once, with everything the instance still holds — the live
 // router flushes when it releases a request, before the client has the
 // answer's end. So a release arrives GossipDelay later, a start up to
 // GossipBatch + GossipDelay later (the model takes the whole window: the
@@ -31,6 +31,7 @@ import (
 type gossipMsg struct {
 	from      int32
 	placement *state.PlacementUpdate
+	turn      *state.TurnUpdate
 	prefix    *state.PrefixUpdate
 	replica   string // load delta
 	req, tok  int64
@@ -42,6 +43,8 @@ func (m *gossipMsg) release() bool {
 	switch {
 	case m.placement != nil:
 		return true
+	case m.turn != nil:
+		return m.turn.Failed
 	case m.prefix != nil:
 		return m.prefix.Lost
 	}
@@ -58,6 +61,10 @@ var _ state.Peers = simPeers{}
 
 func (p simPeers) PublishPlacement(u state.PlacementUpdate) {
 	p.s.publish(gossipMsg{from: p.i, placement: &u})
+}
+
+func (p simPeers) PublishTurn(u state.TurnUpdate) {
+	p.s.publish(gossipMsg{from: p.i, turn: &u})
 }
 
 func (p simPeers) PublishPrefix(u state.PrefixUpdate) {
@@ -169,6 +176,8 @@ func (s *sim) apply(m *gossipMsg) {
 		switch {
 		case m.placement != nil:
 			t.ApplyPlacement(*m.placement)
+		case m.turn != nil:
+			t.ApplyTurn(*m.turn)
 		case m.prefix != nil:
 			t.ApplyPrefix(*m.prefix)
 		default:

@@ -89,43 +89,66 @@ func TestRouterOfSpreadsTurns(t *testing.T) {
 	}
 }
 
+// p95 is the 95th percentile of the answered requests' latency (ms).
+func p95(rows rowsOf) float64 {
+	var lat []float64
+	for _, r := range rows {
+		if r.Status == 200 {
+			lat = append(lat, r.LatencyMS)
+		}
+	}
+	slices.Sort(lat)
+	return lat[len(lat)*95/100]
+}
+
 // Issue 13, zero think time: a client sends its next turn the moment an
-// answer ends, possibly to another instance. Live, with every change
-// batched for 5 ms, that turn found the previous one still in flight and no
-// placement, and lost its cache; the node now sends releases at once and
-// holds only increases. The model shows both: everything 5 ms late loses
-// cache hits against one router; releases at once with increases held
-// (GossipBatch) keep them.
+// answer ends, possibly to another instance, which may not have heard the
+// release yet. Before turns were announced, everything 5 ms late cost 16
+// points of cached share (0.690 against 0.852): the next turn found its
+// previous one still in flight and no placement, and was pushed off its
+// cache. Now the instance knows the turn (announced when it was routed)
+// and that a longer prompt of the same conversation means it is over: with
+// every change late by 1 to 100 ms, three and five instances stay within 1
+// point of one router's cached share and 5 % of its p95 (the issue's
+// figures); without gossip the loss is large. (A delay longer than a turn
+// lasts, 1 s on this fast profile, can deliver the announcement after the
+// turn has ended: 3 points lost at N=3; docs/design.md has the sweep.)
 func TestRoutersGossipZeroThink(t *testing.T) {
 	prof, err := traffic.LoadProfile("quick")
 	if err != nil {
 		t.Fatal(err)
 	}
 	prof.ThinkSMin, prof.ThinkSMax = 0, 0
-	run := func(routers int, delay, batch time.Duration) float64 {
+	run := func(routers int, gossip bool, delay, batch time.Duration) rowsOf {
 		t.Helper()
 		var rows rowsOf
 		if _, err := Run(context.Background(), Spec{RunID: "r", Policy: "llm-aware", Seed: 2, Profile: prof, Replicas: 3,
 			Model: model.DefaultConfig(), Router: DefaultRouter(), SharedCPU: true,
-			Routers: routers, Gossip: true, GossipDelay: delay, GossipBatch: batch}, &rows); err != nil {
+			Routers: routers, Gossip: gossip, GossipDelay: delay, GossipBatch: batch}, &rows); err != nil {
 			t.Fatal(err)
 		}
-		return cachedShare(rows)
+		return rows
 	}
-	one := run(1, 0, 0)
-	late := run(3, 5*time.Millisecond, 0)
-	live := run(3, 0, 5*time.Millisecond)
-	held := run(3, 0, time.Second)
-	t.Logf("cached share of follow-up prompts: one %.3f, all 5 ms late %.3f, releases at once %.3f, increases held 1 s %.3f", one, late, live, held)
-	if late > one-0.05 {
-		t.Errorf("everything 5 ms late reuses %.3f, one router %.3f: want a clear loss", late, one)
+	one := run(1, false, 0, 0)
+	oneShare, oneP95 := cachedShare(one), p95(one)
+	t.Logf("one router: cached share %.3f, p95 %.0f ms", oneShare, oneP95)
+	for _, c := range []struct {
+		routers      int
+		delay, batch time.Duration
+	}{
+		{3, time.Millisecond, 0}, {3, 5 * time.Millisecond, 0}, {3, 0, 5 * time.Millisecond},
+		{3, 100 * time.Millisecond, 0}, {5, 5 * time.Millisecond, 0}, {5, 100 * time.Millisecond, 0},
+	} {
+		rows := run(c.routers, true, c.delay, c.batch)
+		share, q := cachedShare(rows), p95(rows)
+		t.Logf("%d routers, gossip %v late (batch %v): cached share %.3f, p95 %.0f ms", c.routers, c.delay, c.batch, share, q)
+		if share < oneShare-0.01 || q > oneP95*1.05 {
+			t.Errorf("%d routers, gossip %v late (batch %v): cached share %.3f, p95 %.0f ms; one router %.3f, %.0f ms: want within 1 point and 5 %%",
+				c.routers, c.delay, c.batch, share, q, oneShare, oneP95)
+		}
 	}
-	if live < one-0.02 {
-		t.Errorf("releases at once, increases held 5 ms: reuses %.3f, one router %.3f: want within 2 points", live, one)
-	}
-	// Increases held a whole second cost what two instances both seeing a
-	// replica idle costs (a few points), not what a missing placement does.
-	if held <= late {
-		t.Errorf("releases at once, increases held 1 s: reuses %.3f, everything 5 ms late %.3f: want better", held, late)
+	alone := run(3, false, 0, 0)
+	if a := cachedShare(alone); a > oneShare-0.05 {
+		t.Errorf("three instances without gossip reuse %.3f, one router %.3f: want a clear loss", a, oneShare)
 	}
 }

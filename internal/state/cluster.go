@@ -5,11 +5,15 @@ import "github.com/llm-ring/llm-ring/internal/policy"
 // Several router instances route as one when each Table publishes what it
 // learns to the others and applies what they publish (issue #13):
 //
-//	local:  Route   → Peers.AddLoad(+1, +charge), Peers.PublishPrefix(insert)
-//	        Release → Peers.AddLoad(−1, −charge), Peers.PublishPlacement,
+//	local:  Route   → Peers.AddLoad(+1, +charge), Peers.PublishTurn(routed),
+//	                  Peers.PublishPrefix(insert)
+//	        Release → Peers.AddLoad(−1, −charge), Peers.PublishPlacement
+//	                  (answered) or Peers.PublishTurn(failed),
 //	                  Peers.PublishPrefix(lost) when the replica lost its cache
-//	remote: Table.ApplyPlacement, Table.ApplyPrefix (never re-published)
-//	pick:   each row's Load (and the view's Total) + Peers.RemoteLoad(replica)
+//	remote: Table.ApplyPlacement, Table.ApplyTurn, Table.ApplyPrefix (never
+//	        re-published)
+//	pick:   each row's Load (and the view's Total) + Peers.RemoteLoad(replica),
+//	        less the load of a remote turn this request shows is over
 //
 // The transport is not the state's business: the live router adapts
 // internal/cluster's gossip node to Peers, the simulator delivers the same
@@ -24,6 +28,10 @@ type Peers interface {
 	// PublishPlacement: placement memory recorded where a conversation
 	// now lives (a successful answer).
 	PublishPlacement(u PlacementUpdate)
+	// PublishTurn: a conversation's turn was routed (Failed false), or
+	// ended without an answer (Failed true). An answered turn is announced
+	// by its PublishPlacement.
+	PublishTurn(u TurnUpdate)
 	// PublishPrefix: the prefix index inserted a prompt's blocks on a
 	// replica (Routed), or learned that the replica lost its cache.
 	PublishPrefix(u PrefixUpdate)
@@ -45,6 +53,21 @@ type PlacementUpdate struct {
 	Prompt  int   // the last prompt's tokens, as reported (or estimated)
 	Chars   int   // the last prompt's length in characters
 	At      int64 // when it was recorded (ns, the publisher's clock)
+}
+
+// TurnUpdate announces a conversation's turn in flight on a replica, so that
+// the instance receiving the conversation's next turn, which may arrive
+// before the publisher's release does, knows where the turn went and what
+// load of it to discount (Table.ApplyTurn).
+type TurnUpdate struct {
+	Key     uint64 // conversation key hash (Input.Hash)
+	Replica string
+	Failed  bool  // the turn ended without an answer
+	Charge  int64 // its load on Replica (tokens)
+	Prompt  int   // its prompt's tokens, as estimated at the pick
+	Output  int   // the output tokens it asked for (max_tokens)
+	Chars   int   // its prompt's length in characters
+	At      int64 // when it was routed, or failed (ns, the publisher's clock)
 }
 
 // PrefixUpdate is one prefix-index change, as instances exchange it.
@@ -77,6 +100,9 @@ func (t *Table) ApplyPlacement(u PlacementUpdate) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if tn, _, ok := t.mem.turns.peek(u.Key); ok && tn.At <= u.At {
+		t.mem.turns.delete(u.Key) // the turn it answers
+	}
 	id := t.intern(u.Replica)
 	t.mem.putIfNewer(u.Key, Place{
 		Replica: id,
@@ -86,6 +112,40 @@ func (t *Table) ApplyPlacement(u PlacementUpdate) {
 		// The traffic routed there since is counted from now: this
 		// instance does not know what the publisher had routed.
 		Sent: t.routed[id],
+	}, u.At)
+}
+
+// ApplyTurn records or forgets another instance's turn in flight, without
+// publishing it again. A routed turn is kept until the conversation's next
+// request here outgrows its prompt (memory.Lookup: the turn is then over,
+// its replica is the conversation's place, and its load is not counted at
+// that pick), its publisher announces it answered (ApplyPlacement) or
+// failed, or placement memory's TTL passes. A turn older than what this
+// instance already knows of the conversation (its placement, or the
+// failure of a later turn) is ignored: messages may arrive out of order.
+// It is safe for concurrent use.
+func (t *Table) ApplyTurn(u TurnUpdate) {
+	if u.Replica == "" {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if u.Failed {
+		t.mem.turns.putIfNewer(u.Key, turn{Failed: true, At: u.At}, u.At)
+		return
+	}
+	if _, seen, ok := t.mem.places.peek(u.Key); ok && seen > u.At {
+		return
+	}
+	id := t.intern(u.Replica)
+	t.mem.turns.putIfNewer(u.Key, turn{
+		Replica: id,
+		Prompt:  int32(min(max(u.Prompt, 0), maxInt32)),
+		Output:  int32(min(max(u.Output, 0), maxInt32)),
+		Chars:   int32(min(max(u.Chars, 0), maxInt32)),
+		Charge:  min(max(u.Charge, 0), MaxCharge),
+		Sent:    t.routed[id],
+		At:      u.At,
 	}, u.At)
 }
 
@@ -110,17 +170,24 @@ func (t *Table) ApplyPrefix(u PrefixUpdate) {
 
 // withPeerLoads returns the rows and total a pick reads when peers are
 // connected: the table's own rows (with this pick's Match) plus each
-// replica's remote load. t.mu is held; the rows are scratch space reused by
-// every pick.
-func (t *Table) withPeerLoads() ([]policy.Row, policy.Load) {
+// replica's remote load, less the load of the remote turn q shows is over
+// (q.Ended). t.mu is held; the rows are scratch space reused by every pick.
+func (t *Table) withPeerLoads(q *Query) ([]policy.Row, policy.Load) {
 	if cap(t.peerRows) < len(t.rows) {
 		t.peerRows = make([]policy.Row, len(t.rows))
 	}
 	rows := t.peerRows[:len(t.rows)]
 	copy(rows, t.rows)
 	total := t.total
+	ended := -1
+	if q.Ended {
+		ended = t.IndexOf(q.Place.Replica)
+	}
 	for i, name := range t.snap.names {
 		req, tok := t.peers.RemoteLoad(name)
+		if i == ended {
+			req, tok = req-1, tok-q.EndedCharge
+		}
 		req, tok = max(req, 0), max(tok, 0)
 		rows[i].Load.Requests = satAdd(rows[i].Load.Requests, req)
 		rows[i].Load.Tokens = satAdd(rows[i].Load.Tokens, tok)
@@ -135,6 +202,8 @@ func (t *Table) withPeerLoads() ([]policy.Row, policy.Load) {
 func (t *Table) publishRouted(tk *Ticket, now int64) {
 	name := tk.Replica.Name
 	t.peers.AddLoad(name, 1, tk.Charge)
+	t.peers.PublishTurn(TurnUpdate{Key: tk.key, Replica: name, Charge: tk.Charge,
+		Prompt: tk.EstPrompt, Output: int(tk.output), Chars: int(tk.chars), At: now})
 	if t.px != nil && len(tk.blocks) > 0 {
 		t.peers.PublishPrefix(PrefixUpdate{Replica: name, Blocks: tk.blocks, At: now})
 	}
@@ -148,6 +217,8 @@ func (t *Table) publishReleased(tk *Ticket, out Outcome, now int64) {
 	if p, ok := placeOf(tk, out); ok {
 		t.peers.PublishPlacement(PlacementUpdate{Key: tk.key, Replica: name,
 			Cached: int(p.Cached), Prompt: int(p.Prompt), Chars: int(p.Chars), At: now})
+	} else {
+		t.peers.PublishTurn(TurnUpdate{Key: tk.key, Replica: name, Failed: true, At: now})
 	}
 	if t.px != nil && lostCache(tk, out) {
 		t.peers.PublishPrefix(PrefixUpdate{Replica: name, Lost: true, Blocks: tk.blocks, At: now})

@@ -12,10 +12,32 @@ import (
 // wire is a readable in-memory cluster: every Publish of one table is
 // applied synchronously to the others (no delay, no loss), loads are summed
 // per origin, and everything published is logged for the test to read.
+// With late set, what a release publishes (a load decrease, a placement, a
+// failed turn) is held until deliver: the release packet a client's next
+// turn overtakes.
 type wire struct {
 	tables []*Table
 	loads  []map[string]policy.Load // loads[i]: table i's own in-flight load, as published
 	log    []string
+	late   bool
+	held   []func()
+}
+
+// send applies f now, or holds it when late and release.
+func (w *wire) send(release bool, f func()) {
+	if w.late && release {
+		w.held = append(w.held, f)
+		return
+	}
+	f()
+}
+
+// deliver applies what was held, in publish order.
+func (w *wire) deliver() {
+	for _, f := range w.held {
+		f()
+	}
+	w.held = nil
 }
 
 // wirePeer is table i's view of the wire.
@@ -35,11 +57,24 @@ func newWire(tables ...*Table) *wire {
 
 func (p wirePeer) PublishPlacement(u PlacementUpdate) {
 	p.w.log = append(p.w.log, fmt.Sprintf("%d placement %s cached=%d", p.i, u.Replica, u.Cached))
-	for j, t := range p.w.tables {
-		if j != p.i {
-			go2(func() { t.ApplyPlacement(u) })
+	p.w.send(true, func() {
+		for j, t := range p.w.tables {
+			if j != p.i {
+				go2(func() { t.ApplyPlacement(u) })
+			}
 		}
-	}
+	})
+}
+
+func (p wirePeer) PublishTurn(u TurnUpdate) {
+	p.w.log = append(p.w.log, fmt.Sprintf("%d turn %s failed=%v charge=%d", p.i, u.Replica, u.Failed, u.Charge))
+	p.w.send(u.Failed, func() {
+		for j, t := range p.w.tables {
+			if j != p.i {
+				go2(func() { t.ApplyTurn(u) })
+			}
+		}
+	})
 }
 
 func (p wirePeer) PublishPrefix(u PrefixUpdate) {
@@ -54,10 +89,12 @@ func (p wirePeer) PublishPrefix(u PrefixUpdate) {
 }
 
 func (p wirePeer) AddLoad(replica string, req, tok int64) {
-	l := p.w.loads[p.i][replica]
-	l.Requests += req
-	l.Tokens += tok
-	p.w.loads[p.i][replica] = l
+	p.w.send(req < 0, func() {
+		l := p.w.loads[p.i][replica]
+		l.Requests += req
+		l.Tokens += tok
+		p.w.loads[p.i][replica] = l
+	})
 }
 
 func (p wirePeer) RemoteLoad(replica string) (req, tok int64) {
@@ -121,7 +158,7 @@ func TestPeersApplyWithoutEcho(t *testing.T) {
 	w := newWire(a, b)
 	tk, _, _ := a.Route(in("c", 40, 10), 10)
 	a.Release(&tk, Outcome{OK: true, Known: true, PromptN: 10, PredictedN: 10}, 20)
-	want := []string{"0 placement " + tk.Replica.Name + " cached=20"}
+	want := []string{"0 turn " + tk.Replica.Name + " failed=false charge=20", "0 placement " + tk.Replica.Name + " cached=20"}
 	if !slices.Equal(w.log, want) {
 		t.Fatalf("published %q, want %q (B must not re-publish)", w.log, want)
 	}
@@ -251,5 +288,171 @@ type nopPeers struct{}
 
 func (nopPeers) PublishPlacement(PlacementUpdate)   {}
 func (nopPeers) PublishPrefix(PrefixUpdate)         {}
+func (nopPeers) PublishTurn(TurnUpdate)             {}
 func (nopPeers) AddLoad(string, int64, int64)       {}
 func (nopPeers) RemoteLoad(string) (req, tok int64) { return 1, 500 }
+
+// pickSpy records what a pick reads: the request and the view's rows and
+// total (copies), and picks row 0.
+type pickSpy struct {
+	req   policy.Request
+	rows  []policy.Row
+	total policy.Load
+}
+
+func (*pickSpy) Name() string { return "spy" }
+func (s *pickSpy) Pick(req *policy.Request, v *policy.View) policy.Decision {
+	s.req, s.rows, s.total = *req, slices.Clone(v.Rows), v.Total
+	return policy.Decision{Replica: 0, Reason: "spy"}
+}
+
+// answered is a successful answer's outcome.
+func answered(prompt, predicted int) Outcome {
+	return Outcome{OK: true, Known: true, PromptN: prompt, PredictedN: predicted}
+}
+
+// Issue 13: a client with no think time sends its next turn, possibly to
+// another instance, as soon as it has the answer — before that instance has
+// heard the release. The turn announced when it was routed tells it where
+// the conversation went and that the turn's load there is over: the next
+// turn stays with its cache instead of being pushed off a replica that
+// only looks busy.
+func TestPeersTurnOverBeforeRelease(t *testing.T) {
+	a, b := newTable(t, "llm-aware"), newTable(t, "llm-aware")
+	for _, tb := range []*Table{a, b} {
+		tb.SetReplicas(replicas("x", "y", "z"))
+	}
+	w := newWire(a, b)
+	w.late = true
+	key := "c"
+	home, _, _ := a.Route(in(key, 40, 10), 0)
+	a.Release(&home, answered(10, 10), 1)
+	w.deliver()
+	// A fails turn 2 over away from home; its release is late.
+	tk, _, _ := a.Route(in(key, 80, 10), 2, home.Replica.Name)
+	a.Release(&tk, answered(20, 10), 3)
+	if got := b.PeerLoad()[tk.Index]; got.Requests != 1 {
+		t.Fatalf("B's peer load on %s before the release: %+v, want the turn's request", tk.Replica.Name, got)
+	}
+	// Turn 3 (a longer prompt) reaches B first. Cached there: turn 2's
+	// prompt and its answer, at most the 10 tokens it asked for (the
+	// prompt grew by 40 chars = 10 tokens).
+	tk3, d3, _ := b.Route(in(key, 120, 10), 4)
+	if tk3.Replica != tk.Replica || d3.Reason != policy.Sticky || tk3.ExpectCached != tk.EstPrompt+10 {
+		t.Fatalf("turn 3 on B → %s (%s, expect cached %d), want %s (sticky, %d)\n%s\nlog: %q",
+			tk3.Replica.Name, d3.Reason, tk3.ExpectCached, tk.Replica.Name, tk.EstPrompt+10, d3.Format(), w.log)
+	}
+	// Then the release arrives; B's own answer is newer and stays.
+	w.deliver()
+	b.Release(&tk3, answered(40, 10), 5)
+	w.deliver()
+	if tk4, _, _ := a.Route(in(key, 160, 10), 6); tk4.Replica != tk.Replica || tk4.ExpectCached != 50 {
+		t.Fatalf("turn 4 on A → %s expecting %d, want %s expecting 50", tk4.Replica.Name, tk4.ExpectCached, tk.Replica.Name)
+	}
+}
+
+// What a pick reads when a remote turn is in flight: a longer prompt of the
+// conversation discounts exactly that turn's load (one request, its charge)
+// and takes its replica as the conversation's place, once; a request no
+// longer than the turn's prompt (a retry, a concurrent request) does not.
+func TestPeersTurnDiscount(t *testing.T) {
+	a, b := newTable(t, "least-loaded"), newTable(t, "least-loaded")
+	for _, tb := range []*Table{a, b} {
+		tb.SetReplicas(replicas("x", "y"))
+	}
+	w := newWire(a, b)
+	w.late = true
+	other, _, _ := a.Route(in("other", 400, 100), 0) // stays in flight
+	tk, _, _ := a.Route(in("c", 400, 100), 1)
+	if other.Replica == tk.Replica {
+		t.Fatalf("least-loaded put both on %s", tk.Replica.Name)
+	}
+	a.Release(&tk, answered(100, 100), 2) // held
+	spy := &pickSpy{}
+	b.SetPolicy(spy)
+
+	retry, _, _ := b.Route(in("c", 400, 100), 3) // not longer: the turn may still run
+	if spy.req.Last != -1 || spy.rows[tk.Index].Load != (policy.Load{Requests: 1, Tokens: tk.Charge}) || spy.total.Requests != 2 {
+		t.Fatalf("a retry read last %d, rows %+v, total %+v; want no place and both of A's requests", spy.req.Last, spy.rows, spy.total)
+	}
+	// The next turn: 80 more chars (20 tokens), fewer than the 100 the
+	// turn asked for: its answer is at most those 20.
+	b.Route(in("c", 480, 100), 4)
+	if spy.req.Last != tk.Index || spy.req.CachedTokens != tk.EstPrompt+20 {
+		t.Fatalf("the next turn read last %d cached %d, want %d cached %d", spy.req.Last, spy.req.CachedTokens, tk.Index, tk.EstPrompt+20)
+	}
+	// Row 0 holds B's retry (the spy picks row 0), A's other request is
+	// counted, A's finished turn is not.
+	want := make([]policy.Load, 2)
+	want[0] = policy.Load{Requests: 1, Tokens: retry.Charge}
+	want[other.Index].Requests++
+	want[other.Index].Tokens += other.Charge
+	for i, r := range spy.rows {
+		if r.Load != want[i] {
+			t.Fatalf("row %d read %+v, want %+v (A's finished turn not counted)", i, r.Load, want[i])
+		}
+	}
+	if spy.total.Requests != 2 {
+		t.Fatalf("total %+v, want B's request and A's other", spy.total)
+	}
+	b.Route(in("c", 560, 100), 5) // once: the turn is forgotten
+	if spy.req.Last != -1 || spy.rows[tk.Index].Load.Requests < 1 {
+		t.Fatalf("a second longer request read last %d and %+v: the turn must be used once", spy.req.Last, spy.rows)
+	}
+}
+
+// A turn that failed, or that its publisher answered, is forgotten — even
+// when its own announcement arrives after the news (memberlist hands queued
+// messages over last in, first out); a turn older than what an instance
+// knows of the conversation is ignored.
+func TestPeersTurnForgotten(t *testing.T) {
+	a, b := newTable(t, "llm-aware"), newTable(t, "llm-aware")
+	for _, tb := range []*Table{a, b} {
+		tb.SetReplicas(replicas("x", "y", "z"))
+	}
+	newWire(a, b)
+	spy := &pickSpy{}
+	key := in("c", 40, 10).Hash
+	announced := func() bool {
+		tn, _, ok := b.mem.turns.peek(key)
+		return ok && !tn.Failed
+	}
+	// Failed: the next (longer) request finds no place.
+	tk, _, _ := a.Route(in("c", 40, 10), 0)
+	a.Release(&tk, Outcome{}, 1)
+	if announced() {
+		t.Fatal("a failed turn stays announced")
+	}
+	// Its announcement, late, changes nothing.
+	b.ApplyTurn(TurnUpdate{Key: key, Replica: tk.Replica.Name, Charge: tk.Charge, Prompt: 10, Chars: 40, At: 0})
+	if announced() {
+		t.Fatal("a failed turn's late announcement was kept")
+	}
+	b.SetPolicy(spy)
+	b.Route(in("c", 80, 10), 2)
+	if spy.req.Last != -1 {
+		t.Fatalf("after a failed turn the next request read last %d, want none", spy.req.Last)
+	}
+	b.SetPolicy(a.Policy())
+	// Answered: placement memory has it, the turn is gone; its late
+	// announcement is ignored.
+	tk, _, _ = a.Route(in("c", 40, 10), 3)
+	if !announced() {
+		t.Fatal("a routed turn was not announced")
+	}
+	a.Release(&tk, answered(10, 10), 4)
+	if announced() {
+		t.Fatal("an answered turn stays announced")
+	}
+	b.ApplyTurn(TurnUpdate{Key: key, Replica: tk.Replica.Name, Charge: tk.Charge, Prompt: 10, Chars: 40, At: 3})
+	if announced() {
+		t.Fatal("an answered turn's late announcement was kept")
+	}
+	// Stale: B answered a later turn itself (at 10); A's turn of 5 is older.
+	tb, _, _ := b.Route(in("c", 80, 10), 9)
+	b.Release(&tb, answered(20, 10), 10)
+	b.ApplyTurn(TurnUpdate{Key: key, Replica: "z", Charge: 30, Prompt: 20, Chars: 80, At: 5})
+	if announced() {
+		t.Fatal("a turn older than B's own answer was kept")
+	}
+}

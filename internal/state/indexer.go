@@ -1,5 +1,7 @@
 package state
 
+import "math"
+
 // Indexer is routing state that learns where prompts are cached: placement
 // memory (always the first), the prefix index, and whatever else is added.
 // A Table calls its indexers under its lock, in the live router and the
@@ -36,19 +38,50 @@ type Query struct {
 	Place Place
 	Known bool
 	Seen  int64
+	// Ended: another router instance routed a turn of this conversation
+	// and had not announced its answer, but this request's prompt is
+	// longer: the client has the answer, so that turn is over (issue #13).
+	// Place is that turn's replica; its load there, EndedCharge tokens and
+	// one request, still counted in the peers' loads until the publisher's
+	// release arrives, is not counted at this pick.
+	Ended       bool
+	EndedCharge int64
 }
 
 var _ Indexer = (*memory)(nil)
 
 // Lookup implements Indexer: the conversation's last place, if known and
 // fresh; its replica's Match is the tokens cached there after that turn.
+//
+// A turn another instance announced routed (Table.ApplyTurn) and this
+// request's prompt outgrows is over: a client sends a conversation's next
+// turn once it has the previous answer. That turn's replica is then the
+// conversation's place (its prompt cached there), and the turn is
+// forgotten. A prompt no longer than the announced one (a retry, a
+// concurrent request) leaves it.
 func (m *memory) Lookup(q *Query, t *Table, now int64) {
 	q.Place, q.Seen, q.Known = m.get(q.Key, now)
-	if !q.Known {
+	if q.Known {
+		if i := t.IndexOf(q.Place.Replica); i >= 0 {
+			t.SetMatch(i, int(q.Place.Cached))
+		}
+	}
+	tn, at, ok := m.turns.peek(q.Key)
+	if ok && now-at > m.turns.ttl {
+		m.turns.delete(q.Key)
 		return
 	}
-	if i := t.IndexOf(q.Place.Replica); i >= 0 {
-		t.SetMatch(i, int(q.Place.Cached))
+	if !ok || tn.Failed || q.Chars <= int(tn.Chars) {
+		return
+	}
+	m.turns.delete(q.Key)
+	grown := int32(math.Ceil(float64(q.Chars-int(tn.Chars)) / t.cfg.CharsPerToken))
+	cached := int32(min(int64(tn.Prompt)+int64(min(tn.Output, grown)), maxInt32))
+	q.Place = Place{Replica: tn.Replica, Cached: cached, Prompt: tn.Prompt, Chars: tn.Chars, Sent: tn.Sent}
+	q.Known, q.Seen = true, tn.At
+	q.Ended, q.EndedCharge = true, tn.Charge
+	if i := t.IndexOf(tn.Replica); i >= 0 {
+		t.SetMatch(i, int(cached))
 	}
 }
 

@@ -314,10 +314,15 @@ type Ticket struct {
 	// Moved: the conversation was believed cached on another replica
 	// (placement memory), and the policy sent it elsewhere.
 	Moved bool
+	// CachedOn is the replica placement memory believed held the
+	// conversation (its last answer, or a turn another instance announced
+	// over), "" when none was known: what the pick knew, for logs.
+	CachedOn string
 
 	id, gen uint32
 	key     uint64
 	chars   int32
+	output  int32  // the output tokens the request asked for (Input.MaxTokens)
 	sent    uint64 // the replica's routed-token count at release (set by Release)
 	blocks  []uint64
 	// match is the view's Match on Replica at the pick (all indexers).
@@ -388,7 +393,7 @@ func (t *Table) route(pol policy.Policy, readsMatch bool, in Input, now int64, e
 	v := &t.view
 	*v = policy.View{Names: s.names, Ring: s.ring, Rows: t.rows, Total: t.total, Visited: t.visited, Now: now}
 	if t.peers != nil {
-		v.Rows, v.Total = t.withPeerLoads()
+		v.Rows, v.Total = t.withPeerLoads(q)
 	}
 	if len(exclude) > 0 || t.nDown > 0 {
 		v.Exclude = t.excl
@@ -415,7 +420,11 @@ func (t *Table) route(pol policy.Policy, readsMatch bool, in Input, now int64, e
 	tk := Ticket{
 		Replica: s.replicas[r], Index: r, Charge: d.Charge, EstPrompt: req.PromptTokens,
 		id: s.ids[r], gen: t.gen[s.ids[r]], key: in.Hash, chars: int32(min(in.Chars, math.MaxInt32)),
+		output: int32(min(req.OutputTokens, math.MaxInt32)),
 		blocks: in.Blocks, match: t.rows[r].Match,
+	}
+	if req.Last >= 0 {
+		tk.CachedOn = s.names[req.Last]
 	}
 	if req.Last == r {
 		tk.ExpectCached = req.CachedTokens
