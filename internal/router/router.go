@@ -624,6 +624,7 @@ func (r *Router) finish(ctx context.Context, f *flight) {
 		slog.Bool("stream", f.p.stream),
 		slog.String("policy", policyName),
 		slog.String("replica", f.ticket.Replica.Name),
+		slog.String("cached_on", f.ticket.CachedOn),
 		slog.String("reason", f.d.Reason.String()),
 		slog.Int("est_prompt_tokens", f.ticket.EstPrompt),
 		slog.Int64("charge", f.ticket.Charge),
