@@ -18,7 +18,7 @@ const (
 )
 
 // metrics are the node's Prometheus series. Labels are bounded: kind is one
-// of the four message kinds, reason one of the drop reasons above; no label
+// of the five message kinds, reason one of the drop reasons above; no label
 // carries a peer or replica name.
 type metrics struct {
 	sent, received, dropped *prometheus.CounterVec

@@ -101,7 +101,7 @@ func withPeers(addrs ...string) nodeOpt { return func(o *Options) { o.Peers = St
 
 // startNode starts a node on 127.0.0.1 (any free port) and stops it at the
 // end of the test.
-func startNode(t *testing.T, name string, opts ...nodeOpt) *testNode {
+func startNode(t testing.TB, name string, opts ...nodeOpt) *testNode {
 	t.Helper()
 	tn := &testNode{rec: &recorder{}, reg: prometheus.NewRegistry(), done: make(chan struct{})}
 	o := Options{
@@ -144,7 +144,7 @@ func (tn *testNode) kill() {
 	tn.stop()
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(eventually)
 	for !cond() {
@@ -424,4 +424,34 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) prometheus.Colle
 	}
 	t.Fatalf("metric %s not registered", name)
 	return nil
+}
+
+// chanApplier signals each placement it receives.
+type chanApplier struct{ got chan struct{} }
+
+func (a chanApplier) ApplyPlacement(Placement) { a.got <- struct{}{} }
+func (a chanApplier) ApplyTurn(Turn)           {}
+func (a chanApplier) ApplyPrefix(PrefixUpdate) {}
+
+// BenchmarkPushDelivery: one placement published and flushed by one node,
+// until its peer has applied it (loopback, encrypted, no compression):
+// ns/op is the one-way delivery, flush-ns/op the part spent in Flush on
+// the sender's goroutine (what a release adds to a request; the push loop,
+// woken by the publish, sometimes sends it first). docs/design.md quotes
+// both.
+func BenchmarkPushDelivery(b *testing.B) {
+	ca := chanApplier{make(chan struct{}, 1)}
+	a := startNode(b, "a")
+	c := startNode(b, "b", withPeers(a.Addr()), func(o *Options) { o.Applier = ca })
+	waitFor(b, "join", func() bool { return a.alivePeers() == 1 && c.alivePeers() == 1 })
+	var flush time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		a.PublishPlacement(Placement{Key: uint64(i), Replica: "llm-1", At: time.Now().UnixNano()})
+		start := time.Now()
+		a.Flush()
+		flush += time.Since(start)
+		<-ca.got
+	}
+	b.ReportMetric(float64(flush.Nanoseconds())/float64(b.N), "flush-ns/op")
 }

@@ -35,7 +35,7 @@ const (
 //	    kubernetes: {namespace: llm-ring, service: router-peers, port_name: gossip}
 //	  secret_file: /var/run/secrets/llm-ring/gossip/key
 //	  sync_interval: 1s            # full load snapshot to every peer
-//	  flush_interval: 5ms          # batching window of pushed changes
+//	  flush_interval: 5ms          # longest a change waits to be pushed
 type Cluster struct {
 	Mode string `json:"mode"`
 	// Bind is the host:port memberlist listens on (UDP and TCP). The host
@@ -52,8 +52,9 @@ type Cluster struct {
 	// SyncInterval is how often each instance sends its full load snapshot
 	// to every peer (the repair of lost pushes).
 	SyncInterval Duration `json:"sync_interval,omitempty" cfg:"mode=gossip"`
-	// FlushInterval is how long local changes are batched before they are
-	// pushed.
+	// FlushInterval is the longest a local change waits to be pushed,
+	// batched with others; a routed turn (with its load and prefix insert)
+	// and a release are pushed at once.
 	FlushInterval Duration `json:"flush_interval,omitempty" cfg:"mode=gossip"`
 }
 

@@ -341,11 +341,11 @@ type aaResult struct {
 
 // runActiveActive runs the workload against n routers (with or without
 // gossip) in front of three fresh simulated replicas.
-func runActiveActive(t *testing.T, n int, gossip bool) aaResult {
+func runActiveActive(t *testing.T, n int, gossip bool, speed float64) aaResult {
 	t.Helper()
 	logs := &logBook{}
 	var urls []string
-	for _, in := range startRouters(t, n, gossip, setup{speed: 50, logs: logs}) {
+	for _, in := range startRouters(t, n, gossip, setup{speed: speed, logs: logs}) {
 		urls = append(urls, in.url)
 	}
 	hit, lat := workload(t, urls, 32, 6, 4)
@@ -368,7 +368,9 @@ func runActiveActive(t *testing.T, n int, gossip bool) aaResult {
 // moves by a few points with timing (llm-aware redirects whenever a
 // replica happens to be busy), so "within 1 point of one router" is
 // measured over repeated runs instead — LLM_RING_E2E_REPEAT=N runs the
-// comparison N times and logs means with 95 % intervals (docs/notes.md).
+// comparison N times and logs means with 95 % intervals, and
+// LLM_RING_E2E_SPEED=X sets the replicas' speed-up (default 50: turns of
+// 20-130 ms; docs/notes.md has both).
 func TestActiveActiveRouters(t *testing.T) {
 	if testing.Short() {
 		t.Skip("live cluster test")
@@ -381,6 +383,14 @@ func TestActiveActiveRouters(t *testing.T) {
 		}
 		reps = n
 	}
+	speed := 50.0
+	if s := os.Getenv("LLM_RING_E2E_SPEED"); s != "" {
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil || v <= 0 {
+			t.Fatalf("LLM_RING_E2E_SPEED=%q: want a positive speed-up", s)
+		}
+		speed = v
+	}
 	names := []string{"one router", "three, gossip", "three, no gossip"}
 	res := make([][]aaResult, 3)
 	for range reps {
@@ -388,7 +398,7 @@ func TestActiveActiveRouters(t *testing.T) {
 			n      int
 			gossip bool
 		}{{1, false}, {3, true}, {3, false}} {
-			r := runActiveActive(t, c.n, c.gossip)
+			r := runActiveActive(t, c.n, c.gossip, speed)
 			res[i] = append(res[i], r)
 			t.Logf("%-16s follow-up hit rate %5.1f%%, knew the previous turn's replica %5.1f%%, p95 %v", names[i], r.hit*100, r.knew*100, r.p95.Round(100*time.Microsecond))
 		}
@@ -403,9 +413,11 @@ func TestActiveActiveRouters(t *testing.T) {
 		if three.knew < 0.99 {
 			t.Errorf("three routers with gossip knew the previous replica of %.1f%% of follow-ups, want ≥ 99%% (one router: all)", three.knew*100)
 		}
-		if alone.knew > 0.9 || alone.hit > one.hit-0.04 {
-			t.Errorf("three routers without gossip: knew %.1f%%, hit rate %.1f%% against one router's %.1f%%: want a clear loss (the test cannot tell gossip from none otherwise)",
-				alone.knew*100, alone.hit*100, one.hit*100)
+		// The sensitivity check reads what the instances knew, not the hit
+		// rate: one router's own hit rate fell to 89 % in 2 runs of 30 on a
+		// busy box, level with three without gossip.
+		if alone.knew > 0.9 {
+			t.Errorf("three routers without gossip knew the previous replica of %.1f%% of follow-ups: want far fewer than with gossip (else the test cannot tell gossip from none)", alone.knew*100)
 		}
 	}
 	if reps > 1 {

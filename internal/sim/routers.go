@@ -19,12 +19,14 @@ import (
 // Without gossip, each instance sees only its own traffic.
 //
 // With Spec.GossipBatch, as the live node does: an instance holds load
-// increases, routed turns and prefix inserts for GossipBatch before sending
-// them (its flush_interval), and a release (a load decrease, a placement, a
-// failed turn, a lost cache) goes at once, with everything the instance still holds — the live
-// router flushes when it releases a request, before the client has the
-// answer's end. So a release arrives GossipDelay later, a start up to
-// GossipBatch + GossipDelay later (the model takes the whole window: the
+// increases and prefix inserts for GossipBatch before sending them (its
+// flush_interval), and a turn (routed or failed) or a release (a load
+// decrease, a placement, a lost cache) goes at once, with everything the
+// instance still holds — the live router publishes a request's turn right
+// after its load and prefix insert, and flushes when it releases a request,
+// before the client has the answer's end. So a request's start and its
+// release both arrive GossipDelay later; only changes published on their
+// own wait up to GossipBatch more (the model takes the whole window: the
 // live batch starts at its first change).
 
 // gossipMsg is one published change on its way to the other instances.
@@ -38,13 +40,12 @@ type gossipMsg struct {
 	due       time.Duration // when the others receive it
 }
 
-// release tells whether m is sent at once (see GossipBatch above).
+// release tells whether m is sent at once (see GossipBatch above): a turn
+// or a release.
 func (m *gossipMsg) release() bool {
 	switch {
-	case m.placement != nil:
+	case m.placement != nil, m.turn != nil:
 		return true
-	case m.turn != nil:
-		return m.turn.Failed
 	case m.prefix != nil:
 		return m.prefix.Lost
 	}

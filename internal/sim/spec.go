@@ -54,9 +54,9 @@ type Spec struct {
 	Gossip      bool
 	GossipDelay time.Duration
 	// GossipBatch, when positive, models the live node's batching
-	// (flush_interval): load increases and prefix inserts wait GossipBatch
-	// more; releases do not, and take everything held with them. 0: every
-	// change waits GossipDelay alone.
+	// (flush_interval): load increases and prefix inserts wait
+	// GossipBatch more; turns and releases do not, and take everything
+	// held with them. 0: every change waits GossipDelay alone.
 	GossipBatch time.Duration
 
 	// Source, when set, replaces the profile's generator (tests use it for

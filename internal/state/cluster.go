@@ -5,8 +5,8 @@ import "github.com/llm-ring/llm-ring/internal/policy"
 // Several router instances route as one when each Table publishes what it
 // learns to the others and applies what they publish (issue #13):
 //
-//	local:  Route   → Peers.AddLoad(+1, +charge), Peers.PublishTurn(routed),
-//	                  Peers.PublishPrefix(insert)
+//	local:  Route   → Peers.AddLoad(+1, +charge), Peers.PublishPrefix(insert),
+//	                  Peers.PublishTurn(routed)
 //	        Release → Peers.AddLoad(−1, −charge), Peers.PublishPlacement
 //	                  (answered) or Peers.PublishTurn(failed),
 //	                  Peers.PublishPrefix(lost) when the replica lost its cache
@@ -202,11 +202,13 @@ func (t *Table) withPeerLoads(q *Query) ([]policy.Row, policy.Load) {
 func (t *Table) publishRouted(tk *Ticket, now int64) {
 	name := tk.Replica.Name
 	t.peers.AddLoad(name, 1, tk.Charge)
-	t.peers.PublishTurn(TurnUpdate{Key: tk.key, Replica: name, Charge: tk.Charge,
-		Prompt: tk.EstPrompt, Output: int(tk.output), Chars: int(tk.chars), At: now})
 	if t.px != nil && len(tk.blocks) > 0 {
 		t.peers.PublishPrefix(PrefixUpdate{Replica: name, Blocks: tk.blocks, At: now})
 	}
+	// The turn last: a transport that sends a turn at once (the live node)
+	// takes what was published before it along.
+	t.peers.PublishTurn(TurnUpdate{Key: tk.key, Replica: name, Charge: tk.Charge,
+		Prompt: tk.EstPrompt, Output: int(tk.output), Chars: int(tk.chars), At: now})
 }
 
 // publishReleased announces a released request: its load, and what placement
