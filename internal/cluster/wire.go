@@ -239,44 +239,36 @@ func appendLoadEntry(dst []byte, e LoadEntry) []byte {
 	return binary.AppendUvarint(dst, uv64(e.Load.Tokens))
 }
 
-// encodePlacements returns one message holding ps (tests and benchmarks;
-// the node packs pushes itself so that each fits maxPacket).
-func encodePlacements(ps []Placement) []byte {
+// encodeItems returns one message of kind holding items (tests and
+// benchmarks; the node packs pushes itself so that each fits maxPacket):
+// the first item's time is the base, the others are written against it.
+func encodeItems[T any](kind Kind, items []T, at func(T) int64, appendItem func([]byte, int64, T) []byte) []byte {
 	var base int64
-	if len(ps) > 0 {
-		base = ps[0].At
+	if len(items) > 0 {
+		base = at(items[0])
 	}
-	b := binary.AppendUvarint(appendHeader(nil, KindPlacement), uv64(base))
-	for _, p := range ps {
-		b = appendPlacement(b, base, p)
+	b := binary.AppendUvarint(appendHeader(nil, kind), uv64(base))
+	for _, it := range items {
+		b = appendItem(b, base, it)
 	}
 	return b
+}
+
+func placementAt(p Placement) int64 { return p.At }
+func turnAt(t Turn) int64           { return t.At }
+func prefixAt(u PrefixUpdate) int64 { return u.At }
+
+// encodePlacements returns one message holding ps.
+func encodePlacements(ps []Placement) []byte {
+	return encodeItems(KindPlacement, ps, placementAt, appendPlacement)
 }
 
 // encodeTurns returns one message holding ts.
-func encodeTurns(ts []Turn) []byte {
-	var base int64
-	if len(ts) > 0 {
-		base = ts[0].At
-	}
-	b := binary.AppendUvarint(appendHeader(nil, KindTurn), uv64(base))
-	for _, t := range ts {
-		b = appendTurn(b, base, t)
-	}
-	return b
-}
+func encodeTurns(ts []Turn) []byte { return encodeItems(KindTurn, ts, turnAt, appendTurn) }
 
 // encodePrefixes returns one message holding us.
 func encodePrefixes(us []PrefixUpdate) []byte {
-	var base int64
-	if len(us) > 0 {
-		base = us[0].At
-	}
-	b := binary.AppendUvarint(appendHeader(nil, KindPrefix), uv64(base))
-	for _, u := range us {
-		b = appendPrefix(b, base, u)
-	}
-	return b
+	return encodeItems(KindPrefix, us, prefixAt, appendPrefix)
 }
 
 // encodeLoad returns one load message.
