@@ -27,6 +27,7 @@ import (
 	"github.com/llm-ring/llm-ring/internal/replica"
 	"github.com/llm-ring/llm-ring/internal/ring"
 	"github.com/llm-ring/llm-ring/internal/router"
+	"github.com/llm-ring/llm-ring/internal/testlog"
 	"github.com/llm-ring/llm-ring/internal/wire"
 )
 
@@ -287,31 +288,17 @@ func p95(lat []time.Duration) time.Duration {
 	return s[len(s)*95/100]
 }
 
-// logBook collects the routers' JSON log lines.
-type logBook struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBook) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
 // knew is the share of follow-up turns whose router knew where the
-// conversation's previous turn had gone: the request log's cached_on (what
+// conversation's previous turn had gone, read from the routers' JSON logs: the request log's cached_on (what
 // placement memory, or a turn announced by another instance, said at the
 // pick) is the replica of the conversation's previous request. Requests
 // are logged when they end, and a conversation's turns are sequential, so
 // the log has each conversation's turns in order.
-func (l *logBook) knew(t *testing.T) float64 {
+func knew(t *testing.T, logs []byte) float64 {
 	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	last := map[string]string{}
 	knew, follow := 0, 0
-	for line := range bytes.Lines(l.buf.Bytes()) {
+	for line := range bytes.Lines(logs) {
 		var e struct {
 			Msg, Conversation, Replica string
 			CachedOn                   string `json:"cached_on"`
@@ -343,13 +330,13 @@ type aaResult struct {
 // gossip) in front of three fresh simulated replicas.
 func runActiveActive(t *testing.T, n int, gossip bool, speed float64) aaResult {
 	t.Helper()
-	logs := &logBook{}
+	logs := &testlog.Buffer{}
 	var urls []string
 	for _, in := range startRouters(t, n, gossip, setup{speed: speed, logs: logs}) {
 		urls = append(urls, in.url)
 	}
 	hit, lat := workload(t, urls, 32, 6, 4)
-	return aaResult{hit: hit, knew: logs.knew(t), p95: p95(lat)}
+	return aaResult{hit: hit, knew: knew(t, logs.Bytes()), p95: p95(lat)}
 }
 
 // TestActiveActiveRouters (issue 13): one router, three routers with

@@ -24,6 +24,7 @@ import (
 	"github.com/llm-ring/llm-ring/internal/replica"
 	"github.com/llm-ring/llm-ring/internal/ring"
 	"github.com/llm-ring/llm-ring/internal/router"
+	"github.com/llm-ring/llm-ring/internal/testlog"
 	"github.com/llm-ring/llm-ring/internal/traffic"
 )
 
@@ -175,31 +176,13 @@ func TestRunEmbeddedEndToEnd(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // Without x-conversation-id the router keys conversations on their start
 // (system prompt + first user message): consecutive turns still land on the
 // same replica under consistent hashing.
 func TestNoHeadersKeepsAffinity(t *testing.T) {
 	spec := embeddedSpec(t, "consistent")
 	spec.NoHeaders = true
-	var log syncBuffer
+	var log testlog.Buffer
 	spec.Log = slog.New(slog.NewJSONHandler(&log, nil))
 	results, err := Run(context.Background(), spec)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llm-ring/llm-ring/internal/testlog"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -96,24 +97,6 @@ func loopGoroutines() int {
 	}
 }
 
-// syncBuffer is a log destination safe for the loops' goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 func goldenText(t *testing.T, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", name))
@@ -184,7 +167,7 @@ func TestScraper(t *testing.T) {
 	rs := startReplicas(t)
 	sink := newRecorder()
 	reg := prometheus.NewRegistry()
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	s, err := New(Config{
 		Interval: 20 * time.Millisecond,
 		Timeout:  500 * time.Millisecond,
