@@ -773,3 +773,58 @@ func TestDrain(t *testing.T) {
 		t.Error("load not released")
 	}
 }
+
+// connCalls counts the requests served on one connection.
+type connCalls struct{}
+
+// A replica that closes a kept-alive connection when the next request
+// arrives on it, without answering (a restart, an idle timeout on its side):
+// the request never reached it, so the router sends it again on a new
+// connection instead of answering 502 (net/http retries it once the
+// request is marked idempotent; inference has no side effect and nothing
+// has reached the client). Each of ten requests in a row must succeed.
+func TestClosedKeepAliveIsRetried(t *testing.T) {
+	fake := newFake(t, "llm-0")
+	var leaked atomic.Bool
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := r.Header["Idempotency-Key"]; ok {
+			leaked.Store(true)
+		}
+		if r.Context().Value(connCalls{}).(*atomic.Int32).Add(1) > 1 {
+			c, _, _ := w.(http.Hijacker).Hijack()
+			c.Close()
+			return
+		}
+		fake.serve(w, r)
+	}))
+	srv.Config.ConnContext = func(ctx context.Context, _ net.Conn) context.Context {
+		return context.WithValue(ctx, connCalls{}, new(atomic.Int32))
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	rs := []discovery.Replica{{Name: "llm-0", URL: srv.URL}}
+	rt, err := New(Options{Config: testConfig(t, "consistent", rs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.SetReplicas(rs)
+	front := httptest.NewServer(rt)
+	t.Cleanup(front.Close)
+	for i := range 10 {
+		resp, err := http.Post(front.URL+wire.PathChatCompletions, "application/json", strings.NewReader(chatBody(fmt.Sprint("hi ", i), false)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("request %d: %d %s", i, resp.StatusCode, body)
+		}
+	}
+	if n := fake.calls.Load(); n != 10 {
+		t.Errorf("the replica answered %d requests, want 10", n)
+	}
+	if leaked.Load() {
+		t.Error("the replica received an Idempotency-Key header (the empty marker must not be sent)")
+	}
+}

@@ -389,6 +389,16 @@ func (f *flight) target(out *http.Request) error {
 	out.Body = io.NopCloser(bytes.NewReader(f.body))
 	out.ContentLength = int64(len(f.body))
 	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(f.body)), nil }
+	// Idempotent for net/http (an empty Idempotency-Key is not sent): when a
+	// kept-alive connection turns out closed by the replica before any
+	// answer (it restarted, or timed the connection out), the transport
+	// sends the request again on a new one instead of failing it. Inference
+	// changes nothing on the replica but its cache, and nothing has reached
+	// the client; an answer that has begun is never replayed. A client's own
+	// key is forwarded as it is.
+	if _, ok := out.Header["Idempotency-Key"]; !ok {
+		out.Header["Idempotency-Key"] = nil
+	}
 	return nil
 }
 
