@@ -56,7 +56,8 @@ var _ Indexer = (*memory)(nil)
 // A turn another instance announced routed (Table.ApplyTurn) and this
 // request's prompt outgrows is over: a client sends a conversation's next
 // turn once it has the previous answer. That turn's replica is then the
-// conversation's place (its prompt cached there), and the turn is
+// conversation's place (its prompt cached there, and its answer: at most
+// the output it asked for, no more than the prompt grew), and the turn is
 // forgotten. A prompt no longer than the announced one (a retry, a
 // concurrent request) leaves it.
 func (m *memory) Lookup(q *Query, t *Table, now int64) {
