@@ -289,33 +289,43 @@ func p95(lat []time.Duration) time.Duration {
 }
 
 // knew is the share of follow-up turns whose router knew where the
-// conversation's previous turn had gone, read from the routers' JSON logs: the request log's cached_on (what
-// placement memory, or a turn announced by another instance, said at the
-// pick) is the replica of the conversation's previous request. Requests
-// are logged when they end, and a conversation's turns are sequential, so
-// the log has each conversation's turns in order.
+// conversation's previous turn had gone, read from the routers' JSON logs:
+// the request log's cached_on (what placement memory, or a turn announced
+// by another instance, said at the pick) is the replica of the
+// conversation's previous request. A conversation's turns are sequential,
+// so their order is that of their starts (the log's time, when a request
+// ended, less its latency); the log's own order may differ by a hair.
 func knew(t *testing.T, logs []byte) float64 {
 	t.Helper()
-	last := map[string]string{}
-	knew, follow := 0, 0
+	type entry struct {
+		start             time.Time
+		replica, cachedOn string
+	}
+	turns := map[string][]entry{}
 	for line := range bytes.Lines(logs) {
 		var e struct {
 			Msg, Conversation, Replica string
-			CachedOn                   string `json:"cached_on"`
+			Time                       time.Time
+			CachedOn                   string  `json:"cached_on"`
+			LatencyMS                  float64 `json:"latency_ms"`
 		}
 		if err := json.Unmarshal(line, &e); err != nil {
 			t.Fatalf("log line %q: %v", line, err)
 		}
-		if e.Msg != "request" {
-			continue
+		if e.Msg == "request" {
+			start := e.Time.Add(-time.Duration(e.LatencyMS * float64(time.Millisecond)))
+			turns[e.Conversation] = append(turns[e.Conversation], entry{start, e.Replica, e.CachedOn})
 		}
-		if prev, ok := last[e.Conversation]; ok {
+	}
+	knew, follow := 0, 0
+	for _, ts := range turns {
+		slices.SortFunc(ts, func(a, b entry) int { return a.start.Compare(b.start) })
+		for i := 1; i < len(ts); i++ {
 			follow++
-			if e.CachedOn == prev {
+			if ts[i].cachedOn == ts[i-1].replica {
 				knew++
 			}
 		}
-		last[e.Conversation] = e.Replica
 	}
 	return float64(knew) / float64(max(follow, 1))
 }

@@ -68,13 +68,17 @@ func (a *answerCounts) counts() (counts, bool) {
 // reading the token counts out of it: from the whole JSON body, or from the
 // SSE events of a stream (the last event with timings or usage wins).
 //
-// It knows the answer has ended at the body's EOF, or earlier for a stream:
-// at "data: [DONE]" (OpenAI-compatible) or at the chunk with "stop": true
-// (llama.cpp's /completion). Either way it then calls done once, before the
-// bytes that end the answer are handed on to the client.
+// It knows the answer has ended when a body of known length has all its
+// bytes, else at its EOF, or earlier for a stream: at "data: [DONE]"
+// (OpenAI-compatible) or at the chunk with "stop": true (llama.cpp's
+// /completion). Either way it then calls done once, before the bytes that
+// end the answer are handed on to the client. (Waiting for EOF alone was
+// not enough: the proxy flushes every write, so a client could have the
+// whole answer, and send its next turn, before the read that returns EOF.)
 type observer struct {
 	rc   io.ReadCloser
 	sse  bool
+	left int64 // bytes of a JSON body still to come (-1: length unknown)
 	done func(counts)
 	// onBreak is called when the body fails before the answer ended; what
 	// it returns (an SSE error event) is passed to the client before the
@@ -95,7 +99,11 @@ type observer struct {
 	got   counts
 }
 
-func newObserver(rc io.ReadCloser, sse bool) *observer { return &observer{rc: rc, sse: sse} }
+// newObserver observes rc, an SSE stream or a body of length bytes (-1:
+// unknown).
+func newObserver(rc io.ReadCloser, sse bool, length int64) *observer {
+	return &observer{rc: rc, sse: sse, left: length}
+}
 
 func (o *observer) Read(p []byte) (int, error) {
 	if o.fail != nil {
@@ -128,25 +136,37 @@ func (o *observer) Read(p []byte) (int, error) {
 			o.first = time.Now()
 		}
 		o.feed(p[:n])
+		if !o.sse && o.left >= 0 {
+			o.left = max(o.left-int64(n), 0)
+		}
 	}
-	if err == io.EOF {
-		if !o.sse && !o.over {
-			if o.parse != nil {
-				if c, ok := o.parse(o.buf, false); ok {
+	if err == io.EOF || (!o.sse && o.left == 0) {
+		o.endBody()
+	}
+	return n, err
+}
+
+// endBody ends a JSON answer (all its bytes are in): its counts are read,
+// then done is called. For a stream it only ends the answer.
+func (o *observer) endBody() {
+	if o.eof {
+		return
+	}
+	if !o.sse && !o.over {
+		if o.parse != nil {
+			if c, ok := o.parse(o.buf, false); ok {
+				o.got = c
+			}
+		} else {
+			var a answerCounts
+			if json.Unmarshal(o.buf, &a) == nil {
+				if c, ok := a.counts(); ok {
 					o.got = c
-				}
-			} else {
-				var a answerCounts
-				if json.Unmarshal(o.buf, &a) == nil {
-					if c, ok := a.counts(); ok {
-						o.got = c
-					}
 				}
 			}
 		}
-		o.end()
 	}
-	return n, err
+	o.end()
 }
 
 func (o *observer) feed(p []byte) {

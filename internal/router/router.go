@@ -478,7 +478,8 @@ func (r *Router) modifyResponse(resp *http.Response) error {
 		resp.Body.Close()
 		return err // nothing reached the client: proxyError answers (504 when stalled)
 	}
-	f.obs = newObserver(f.wrapStream(resp, body), strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"))
+	sse := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+	f.obs = newObserver(f.wrapStream(resp, body), sse, resp.ContentLength)
 	if f.kind == kindMessages {
 		f.obs.parse = messagesCounts
 	}
