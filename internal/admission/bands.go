@@ -1,0 +1,163 @@
+package admission
+
+// The queue's bookkeeping: bands, flows, the dispatch record.
+
+// admit charges an admitted request to its flow's budget.
+func (c *Controller) admit(it *Item, now int64) {
+	c.budgets.Charge(it.Flow, it.Tokens, now)
+}
+
+// recordDispatch keeps the moving mean of the time between dispatches from
+// the queue and the window of recent dispatch bands.
+func (c *Controller) recordDispatch(priority int, now int64) {
+	if c.lastAt > 0 && now >= c.lastAt {
+		d := float64(now - c.lastAt)
+		if c.interval == 0 {
+			c.interval = d
+		} else {
+			c.interval = 0.8*c.interval + 0.2*d
+		}
+	}
+	c.lastAt = now
+	c.recent[c.recentPos] = priority
+	c.recentPos = (c.recentPos + 1) % shareWindow
+	if c.recentN < shareWindow {
+		c.recentN++
+	}
+}
+
+// expectedWait estimates how long a request of band p joining now waits:
+// the requests that go before it (its band and higher) plus itself, times
+// the mean interval between dispatches; 0 before any dispatch was seen.
+func (c *Controller) expectedWait(p int) int64 {
+	if c.interval == 0 {
+		return 0
+	}
+	ahead := 0
+	for _, b := range c.bands {
+		if b.priority >= p {
+			ahead += b.n
+		}
+	}
+	return int64(float64(ahead+1) * c.interval)
+}
+
+// nextBand is the band to serve: the highest with requests waiting, unless
+// a lower band with a guaranteed share has had less than it over the last
+// dispatches (then the one furthest below its share).
+func (c *Controller) nextBand() *band {
+	var top, starved *band
+	worst := 0.0
+	for _, b := range c.bands {
+		if b.n == 0 {
+			continue
+		}
+		if top == nil {
+			top = b
+			continue
+		}
+		share := c.s.MinShare[b.priority]
+		if share <= 0 {
+			continue
+		}
+		got := 0
+		for i := 0; i < c.recentN; i++ {
+			if c.recent[i] == b.priority {
+				got++
+			}
+		}
+		// Below its share of the recent dispatches: it is due.
+		due := share*float64(c.recentN) - float64(got)
+		if due > 0 && (starved == nil || due > worst) {
+			starved, worst = b, due
+		}
+	}
+	if starved != nil {
+		return starved
+	}
+	return top
+}
+
+// push adds it to its band and flow.
+func (c *Controller) push(it Item) {
+	b := c.band(it.Priority)
+	f := b.flows[it.Flow]
+	if f == nil {
+		w := 1.0
+		if v, ok := c.s.FlowWeights[it.Flow]; ok {
+			w = v
+		}
+		f = &flow{name: it.Flow, weight: w}
+		b.flows[it.Flow] = f
+	}
+	if len(f.items) == 0 {
+		f.tag = max(f.tag, b.vtime)
+		f.order = c.seq
+		b.active = append(b.active, f)
+	}
+	e := &entry{it: it, seq: c.seq, fl: f, bd: b}
+	c.seq++
+	at := len(f.items)
+	if c.s.Order == OrderEDF {
+		for at > 0 && c.due(f.items[at-1]) > c.due(e) {
+			at--
+		}
+	}
+	f.items = append(f.items, nil)
+	copy(f.items[at+1:], f.items[at:])
+	f.items[at] = e
+	c.byID[it.ID] = e
+	b.n++
+	c.n++
+	c.bytes += it.Bytes
+}
+
+// due is an item's deadline for EDF order (no deadline: its wait limit).
+func (c *Controller) due(e *entry) int64 {
+	if e.it.Deadline > 0 {
+		return e.it.Deadline
+	}
+	return e.it.Arrived + c.s.MaxWaitNs
+}
+
+// band returns the band of priority p, creating it in order.
+func (c *Controller) band(p int) *band {
+	at := len(c.bands)
+	for i, b := range c.bands {
+		if b.priority == p {
+			return b
+		}
+		if b.priority < p {
+			at = i
+			break
+		}
+	}
+	b := &band{priority: p, flows: map[string]*flow{}}
+	c.bands = append(c.bands, nil)
+	copy(c.bands[at+1:], c.bands[at:])
+	c.bands[at] = b
+	return b
+}
+
+// remove takes e out of the queue.
+func (c *Controller) remove(e *entry) {
+	f, b := e.fl, e.bd
+	for i, x := range f.items {
+		if x == e {
+			f.items = append(f.items[:i], f.items[i+1:]...)
+			break
+		}
+	}
+	if len(f.items) == 0 {
+		for i, x := range b.active {
+			if x == f {
+				b.active = append(b.active[:i], b.active[i+1:]...)
+				break
+			}
+		}
+	}
+	delete(c.byID, e.it.ID)
+	b.n--
+	c.n--
+	c.bytes -= e.it.Bytes
+}

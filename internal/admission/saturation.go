@@ -1,0 +1,63 @@
+package admission
+
+import "github.com/llm-ring/llm-ring/internal/policy"
+
+// ReplicaScore is how saturated one replica is: 1 means at a threshold.
+//
+//	score = max(waiting / QueueThreshold, KVUse / KVThreshold, tokens / TokenCapacity)
+//
+// waiting is the larger of what the replica reported and what the router
+// knows it has sent beyond the reported running batch (load.Requests −
+// running): between two scrapes the router's own count is the fresher one,
+// so a burst dispatched after a quiet report is seen at once. A replica
+// whose last report is older than StaleAfterNs scores 1 (saturated), as in
+// GIE's utilization detector; one that has never reported its queue or KV
+// use (Ollama publishes no metrics) is scored on what the router knows:
+// in-flight requests beyond one per replica, and the token capacity if set.
+func ReplicaScore(row *policy.Row, now int64, s *Settings) float64 {
+	rep := &row.Reported
+	reporting := rep.HasQueue || rep.HasKV
+	if reporting && now-rep.At > s.StaleAfterNs {
+		return 1
+	}
+	score := 0.0
+	inFlight := float64(row.Load.Requests)
+	waiting := inFlight - 1 // what an unreporting replica surely queues
+	if rep.HasQueue {
+		waiting = max(rep.Waiting, inFlight-rep.Running)
+	}
+	if waiting > 0 {
+		score = waiting / s.QueueThreshold
+	}
+	if rep.HasKV {
+		score = max(score, rep.KVUse/s.KVThreshold)
+	}
+	if s.TokenCapacity > 0 {
+		score = max(score, float64(row.Load.Tokens)/float64(s.TokenCapacity))
+	}
+	return score
+}
+
+// PoolScore is the mean replica score over the replicas that may be picked
+// (excluded ones — unhealthy, or failed for this request — do not count).
+// With no replica it is 0: there is nothing to protect, and routing answers
+// 503 on its own.
+func PoolScore(v *policy.View, s *Settings) float64 {
+	sum, n := 0.0, 0
+	for r := range v.Rows {
+		if v.Excluded(r) {
+			continue
+		}
+		sum += ReplicaScore(&v.Rows[r], v.Now, s)
+		n++
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n)
+}
+
+// Saturated reports whether the pool's score reached the limit.
+func Saturated(v *policy.View, s *Settings) bool {
+	return PoolScore(v, s) >= s.Limit
+}

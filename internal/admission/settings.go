@@ -1,0 +1,136 @@
+package admission
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+)
+
+// Settings configure admission. The zero value is not valid: start from
+// Defaults.
+type Settings struct {
+	// Enabled turns admission on. Off, every request is admitted at once and
+	// nothing is queued (the router's behaviour before admission existed).
+	Enabled bool `json:"enabled"`
+
+	// Saturation (see saturation.go).
+	//
+	// QueueThreshold is the waiting-request count at which a replica scores
+	// 1 (GIE utilization-detector queueDepthThreshold, default 5).
+	QueueThreshold float64 `json:"queue_threshold"`
+	// KVThreshold is the KV-cache use at which a replica scores 1 (GIE
+	// kvCacheUtilThreshold, default 0.8).
+	KVThreshold float64 `json:"kv_threshold"`
+	// TokenCapacity is the in-flight token load (the router's own count) at
+	// which a replica scores 1; 0: not used (engines that report their
+	// queue and KV use need no such guess).
+	TokenCapacity int64 `json:"token_capacity"`
+	// StaleAfterNs: a report older than this makes its replica count as
+	// saturated (GIE: stale metrics are 100 % saturated). Default 2 s, ten
+	// intervals of the shipped 200 ms scrape.
+	StaleAfterNs int64 `json:"stale_after_ns"`
+	// Limit is the pool score at or above which the pool is saturated
+	// (GIE static-usage-limit threshold, default 1.0).
+	Limit float64 `json:"limit"`
+
+	// The queue (see queue.go).
+	//
+	// QueueCapacity is the most requests that may wait; 0 refuses instead of
+	// queueing while saturated. Default 256 (SGLang's gateway suggests twice
+	// its maximum concurrency).
+	QueueCapacity int `json:"queue_capacity"`
+	// QueueBytes bounds the bodies held by waiting requests; 0: no bound.
+	QueueBytes int64 `json:"queue_bytes"`
+	// MaxWaitNs is the longest a request without a deadline waits (SGLang
+	// --queue-timeout-secs; default 30 s here).
+	MaxWaitNs int64 `json:"max_wait_ns"`
+	// Order within a flow: "fcfs" or "edf" (earliest deadline first; GIE
+	// fcfs-ordering-policy / slo-deadline).
+	Order string `json:"order"`
+	// MinShare maps a priority band to the share of dispatches it is
+	// guaranteed while it has requests waiting, even when higher bands wait
+	// too (0, the default: strict priority, a lower band waits as long as a
+	// higher one has anything queued). Shares sum to at most 0.5.
+	MinShare map[int]float64 `json:"min_share"`
+	// FlowWeights weights the fair share of a flow within its band; a flow
+	// not listed weighs 1 (all equal: round robin).
+	FlowWeights map[string]float64 `json:"flow_weights"`
+
+	// Budgets (see budget.go): tokens per minute per flow; 0: no budget.
+	// FlowTokensPerMinute overrides it for named flows.
+	TokensPerMinute     int64            `json:"tokens_per_minute"`
+	FlowTokensPerMinute map[string]int64 `json:"flow_tokens_per_minute"`
+}
+
+// Orders within a flow.
+const (
+	OrderFCFS = "fcfs"
+	OrderEDF  = "edf"
+)
+
+// Defaults returns the documented defaults (admission off).
+func Defaults() Settings {
+	return Settings{
+		QueueThreshold: 5,
+		KVThreshold:    0.8,
+		StaleAfterNs:   2e9,
+		Limit:          1.0,
+		QueueCapacity:  256,
+		MaxWaitNs:      30e9,
+		Order:          OrderFCFS,
+	}
+}
+
+// Validate names the first setting that is out of range.
+func (s *Settings) Validate() error {
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	check(s.QueueThreshold > 0 && !math.IsInf(s.QueueThreshold, 0), "queue_threshold: must be > 0, got %v", s.QueueThreshold)
+	check(s.KVThreshold > 0 && s.KVThreshold <= 1, "kv_threshold: must be in (0, 1], got %v", s.KVThreshold)
+	check(s.TokenCapacity >= 0, "token_capacity: must be ≥ 0, got %d", s.TokenCapacity)
+	check(s.StaleAfterNs > 0, "stale_after: must be > 0, got %dns", s.StaleAfterNs)
+	check(s.Limit > 0 && !math.IsInf(s.Limit, 0), "limit: must be > 0, got %v", s.Limit)
+	check(s.QueueCapacity >= 0, "queue_capacity: must be ≥ 0, got %d", s.QueueCapacity)
+	check(s.QueueBytes >= 0, "queue_bytes: must be ≥ 0, got %d", s.QueueBytes)
+	check(s.MaxWaitNs > 0, "max_wait: must be > 0, got %dns", s.MaxWaitNs)
+	check(s.Order == OrderFCFS || s.Order == OrderEDF, "order: must be %q or %q, got %q", OrderFCFS, OrderEDF, s.Order)
+	check(s.TokensPerMinute >= 0, "tokens_per_minute: must be ≥ 0, got %d", s.TokensPerMinute)
+	sum := 0.0
+	for _, b := range sortedBands(s.MinShare) {
+		v := s.MinShare[b]
+		check(v >= 0 && v < 1, "min_share[%d]: must be in [0, 1), got %v", b, v)
+		sum += v
+	}
+	check(sum <= 0.5, "min_share: shares sum to %v, more than 0.5", sum)
+	for _, f := range sortedKeys(s.FlowWeights) {
+		w := s.FlowWeights[f]
+		check(w > 0 && !math.IsInf(w, 0), "flow_weights[%q]: must be > 0, got %v", f, w)
+	}
+	for _, f := range sortedKeys(s.FlowTokensPerMinute) {
+		check(s.FlowTokensPerMinute[f] >= 0, "flow_tokens_per_minute[%q]: must be ≥ 0, got %d", f, s.FlowTokensPerMinute[f])
+	}
+	return errors.Join(errs...)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func sortedBands(m map[int]float64) []int {
+	keys := make([]int, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Ints(keys)
+	return keys
+}
