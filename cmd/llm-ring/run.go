@@ -27,7 +27,7 @@ import (
 // defaultRunSpeed is run's default model speed-up for embedded replicas: the
 // standard profile's runs (about 25 minutes of model time each) then take
 // about 75 seconds, and the runner's own overheads stay small in model time
-// (see docs/notes.md).
+// (see docs/notes/experiment.md).
 const defaultRunSpeed = 50
 
 // cmdRun replays the traffic of a profile through a router under each

@@ -112,7 +112,7 @@ func p95(rows rowsOf) float64 {
 // point of one router's cached share and 5 % of its p95 (the issue's
 // figures); without gossip the loss is large. (A delay longer than a turn
 // lasts, 1 s on this fast profile, can deliver the announcement after the
-// turn has ended: 3 points lost at N=3; docs/design.md has the sweep.)
+// turn has ended: 3 points lost at N=3; docs/cluster.md has the sweep.)
 func TestRoutersGossipZeroThink(t *testing.T) {
 	prof, err := traffic.LoadProfile("quick")
 	if err != nil {
