@@ -61,7 +61,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if spec.ScaleAt, err = modelSeconds("scale-at", *scaleAt); err != nil {
 		return usageError{err}
 	}
-	if spec.Profile, err = traffic.LoadProfile(*profile); err != nil {
+	if spec.Profile, err = loadProfile(*profile); err != nil {
 		return usageError{err}
 	}
 	set := map[string]bool{}
