@@ -19,7 +19,7 @@
 #                   $LLM_RING_CACHE/envtest/<kubernetes version>/
 #
 # Cold build on 2 cores: kube-apiserver ~11 min, etcd ~2 min (see
-# docs/notes.d/kubernetes.md for measurements).
+# docs/notes/kubernetes.md for measurements).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

@@ -20,7 +20,7 @@ import (
 // Demo defaults: the quick profile (about 6 minutes of model time per
 // policy) at 50× takes about 7 s of wall time per policy, so the five
 // policies and the analysis finish in well under a minute on 2 cores (see
-// docs/notes.md); the extra replica arrives in the middle of
+// docs/notes/experiment.md); the extra replica arrives in the middle of
 // each run, so the scale-up metrics have something to show.
 const (
 	demoSpeed     = 50
@@ -61,7 +61,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if spec.ScaleAt, err = modelSeconds("scale-at", *scaleAt); err != nil {
 		return usageError{err}
 	}
-	if spec.Profile, err = traffic.LoadProfile(*profile); err != nil {
+	if spec.Profile, err = loadProfile(*profile); err != nil {
 		return usageError{err}
 	}
 	set := map[string]bool{}

@@ -20,14 +20,13 @@ import (
 	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/replica"
-	"github.com/llm-ring/llm-ring/internal/traffic"
 	"github.com/llm-ring/llm-ring/profiles"
 )
 
 // defaultRunSpeed is run's default model speed-up for embedded replicas: the
 // standard profile's runs (about 25 minutes of model time each) then take
 // about 75 seconds, and the runner's own overheads stay small in model time
-// (see docs/notes.md).
+// (see docs/notes/experiment.md).
 const defaultRunSpeed = 50
 
 // cmdRun replays the traffic of a profile through a router under each
@@ -101,14 +100,14 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	case *tracePath != "" && set["profile"]:
 		return usageError{errors.New("give --profile or --trace, not both")}
 	case *tracePath != "":
-		if spec.Trace, err = traffic.LoadTrace(*tracePath); err != nil {
+		if spec.Trace, err = loadTrace(*tracePath); err != nil {
 			return usageError{fmt.Errorf("--trace: %w", err)}
 		}
 		spec.TraceName, spec.TraceSpeedup = filepath.Base(*tracePath), *traceSpeedup
 	case set["trace-speedup"]:
 		return usageError{errors.New("--trace-speedup applies to --trace only")}
 	default:
-		if spec.Profile, err = traffic.LoadProfile(*profile); err != nil {
+		if spec.Profile, err = loadProfile(*profile); err != nil {
 			return usageError{err}
 		}
 	}

@@ -169,7 +169,7 @@ func TestRunRecords(t *testing.T) {
 
 // A profile's replica keys set the flags left at their defaults (issue #11).
 func TestProfileDefaults(t *testing.T) {
-	churn, err := traffic.LoadProfile("churn")
+	churn, err := traffic.LoadProfile(os.DirFS("."), "churn")
 	if err != nil {
 		t.Fatal(err)
 	}

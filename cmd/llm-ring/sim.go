@@ -370,7 +370,7 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 		if set["arena-focus"] {
 			return nil, usageError{errors.New("--arena-focus: only with --profiles (the arena)")}
 		}
-		if o.profile, err = traffic.LoadProfile(*profile); err != nil {
+		if o.profile, err = loadProfile(*profile); err != nil {
 			return nil, usageError{err}
 		}
 		if err := override(&o.profile); err != nil {
@@ -383,7 +383,7 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 		}
 	}
 	if *tracePath != "" {
-		reqs, err := traffic.LoadTrace(*tracePath)
+		reqs, err := loadTrace(*tracePath)
 		if err != nil {
 			return nil, usageError{fmt.Errorf("--trace: %w", err)}
 		}

@@ -40,7 +40,7 @@ func parseProfileList(list string) ([]traffic.Profile, error) {
 	var out []traffic.Profile
 	from := map[string]string{} // scenario name → the word that gave it
 	for _, w := range words {
-		p, err := traffic.LoadProfile(w)
+		p, err := loadProfile(w)
 		if err != nil {
 			return nil, fmt.Errorf("--profiles: %w", err)
 		}

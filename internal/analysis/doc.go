@@ -20,6 +20,6 @@
 //
 // The metric definitions (what makes a follow-up turn a hit, an avoidable
 // miss, a redirect, a moved conversation, ...) are in Metrics' field docs and
-// in docs/design.md. Computation is pure and deterministic: no clock, no
+// in docs/experiment.md. Computation is pure and deterministic: no clock, no
 // goroutines, no dependence on map iteration order.
 package analysis

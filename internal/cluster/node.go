@@ -16,7 +16,7 @@
 //	req, tok := n.RemoteLoad("llm-0")    // sum of the peers' loads
 //	a.ApplyPlacement(p)                  // remote changes arrive here
 //
-// How it travels (docs/design.md, "Active-active routers", says why and
+// How it travels (docs/cluster.md says why and
 // gives sizes): local changes are batched for flush_interval, a turn
 // (routed or failed) and a release (load decrease, placement, lost cache)
 // not at all, and pushed as UDP packets to every alive peer
@@ -849,7 +849,7 @@ func (delegate) NodeMeta(int) []byte { return nil }
 func (d delegate) NotifyMsg(b []byte) { d.n.receive(b, false) }
 
 // GetBroadcasts returns nothing: pushes go out through push, not memberlist's
-// gossip queue (docs/design.md, "Active-active routers").
+// gossip queue (docs/cluster.md).
 func (delegate) GetBroadcasts(int, int) [][]byte { return nil }
 
 // LocalState hands memberlist our load snapshot for its join and periodic

@@ -437,7 +437,7 @@ func (a chanApplier) ApplyPrefix(PrefixUpdate) {}
 // until its peer has applied it (loopback, encrypted, no compression):
 // ns/op is the one-way delivery, flush-ns/op the part spent in Flush on
 // the sender's goroutine (what a release adds to a request; the push loop,
-// woken by the publish, sometimes sends it first). docs/design.md quotes
+// woken by the publish, sometimes sends it first). docs/cluster.md quotes
 // both.
 func BenchmarkPushDelivery(b *testing.B) {
 	ca := chanApplier{make(chan struct{}, 1)}

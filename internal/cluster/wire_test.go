@@ -134,7 +134,7 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
-// Sizes quoted in docs/design.md ("Active-active routers").
+// Sizes quoted in docs/cluster.md.
 func TestMessageSizes(t *testing.T) {
 	p := Placement{Key: 0xdeadbeefcafef00d, Replica: "llm-0", CachedTokens: 1500, PromptTokens: 1800, PromptChars: 7200, At: 1_760_000_000_000_000_000}
 	one := len(encodePlacements([]Placement{p}))
@@ -154,7 +154,7 @@ func TestMessageSizes(t *testing.T) {
 	t.Logf("placement: %d B alone, %d B per further item; prefix item: %d B (1 block), %d B (16), %d B (100); load push with one replica: %d B, +%d B per replica",
 		one, item, prefix(1), prefix(16), prefix(100), delta, entry)
 	if item > 40 || turnItem > 40 || entry > 16 || prefix(100) > maxPacket-headerLen-binary.MaxVarintLen64 {
-		t.Fatalf("messages grew beyond what docs/design.md promises")
+		t.Fatalf("messages grew beyond what docs/cluster.md promises")
 	}
 }
 

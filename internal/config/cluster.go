@@ -23,7 +23,7 @@ const (
 )
 
 // Cluster is the `cluster:` block of router.yaml. The json tags are the YAML
-// keys; the cfg tags follow internal/config.Strict (required unless
+// keys; the cfg tags follow internal/strict (required unless
 // optional, or required only when the sibling mode selects them).
 //
 //	cluster:

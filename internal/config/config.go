@@ -5,7 +5,6 @@
 package config
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,13 +15,12 @@ import (
 	"strings"
 	"time"
 
-	"sigs.k8s.io/yaml"
-
 	shipped "github.com/llm-ring/llm-ring/config"
 
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/state"
+	"github.com/llm-ring/llm-ring/internal/strict"
 )
 
 // Router is the router's configuration (config/router.yaml).
@@ -247,7 +245,7 @@ func Default() (*Router, error) {
 // Parse decodes and validates a router configuration.
 func Parse(data []byte) (*Router, error) {
 	var c Router
-	if err := Strict(data, &c); err != nil {
+	if err := strict.Decode(data, &c, checkKey); err != nil {
 		return nil, err
 	}
 	if err := c.Validate(); err != nil {
@@ -256,156 +254,30 @@ func Parse(data []byte) (*Router, error) {
 	return &c, nil
 }
 
-// Strict decodes YAML (or JSON) into v: unknown keys, keys of the wrong type
-// and missing keys are errors naming the key. Every field of v is required
-// except those tagged cfg:"optional", and those tagged cfg:"mode=X", which
-// are required exactly when the sibling "mode" key equals X.
-func Strict(data []byte, v any) error {
-	js, err := yaml.YAMLToJSON(data)
-	if err != nil {
-		return fmt.Errorf("invalid YAML: %w", err)
-	}
-	var raw any
-	if err := json.Unmarshal(js, &raw); err != nil {
-		return fmt.Errorf("invalid YAML: %w", err)
-	}
-	if _, ok := raw.(map[string]any); !ok {
-		return errors.New("the document must be a mapping of keys")
-	}
-	if err := checkKeys(raw, reflect.TypeOf(v).Elem(), ""); err != nil {
-		return err
-	}
-	dec := json.NewDecoder(bytes.NewReader(js))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return decodeError(err)
-	}
-	return nil
-}
-
-// decodeError rewrites encoding/json errors so that they name the key.
-func decodeError(err error) error {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		return fmt.Errorf("%s: must be %s, not %s", te.Field, kindName(te.Type), te.Value)
-	}
-	msg := err.Error()
-	if k, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
-		return fmt.Errorf("%s: unknown key", strings.Trim(k, `"`))
-	}
-	if i := strings.Index(msg, "json: cannot unmarshal"); i >= 0 {
-		return errors.New(msg[i+len("json: "):])
-	}
-	return err
-}
-
-func kindName(t reflect.Type) string {
-	switch t.Kind() {
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Int, reflect.Int32, reflect.Int64:
-		return "an integer"
-	case reflect.Float64:
-		return "a number"
-	case reflect.String:
-		return "a string"
-	case reflect.Slice:
-		return "a list"
-	case reflect.Struct, reflect.Map:
-		return "a mapping"
-	}
-	return t.String()
-}
-
-// checkKeys walks raw against t and reports the first missing or unknown key,
-// in field order so the message is deterministic.
-func checkKeys(raw any, t reflect.Type, path string) error {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t.Kind() == reflect.Slice {
-		list, ok := raw.([]any)
-		if !ok {
-			return nil // the decoder names the type error
-		}
-		for i, it := range list {
-			if err := checkKeys(it, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if t == reflect.TypeOf(Duration(0)) {
+// checkKey is the configuration's hook into the strict decoder: a duration
+// must be a duration string, and a first-round file is told where its keys
+// moved before anything else (its other missing keys would be reported
+// first otherwise).
+func checkKey(raw any, t reflect.Type, path string) (bool, error) {
+	switch t {
+	case reflect.TypeOf(Duration(0)):
 		str, ok := raw.(string)
 		if !ok {
-			return fmt.Errorf("%s: must be a duration such as \"30s\"", strings.TrimPrefix(path, "."))
+			return true, fmt.Errorf("%s: must be a duration such as \"30s\"", strings.TrimPrefix(path, "."))
 		}
 		if _, err := time.ParseDuration(str); err != nil {
-			return fmt.Errorf("%s: invalid duration %q (want e.g. \"30s\", \"10m\")", strings.TrimPrefix(path, "."), str)
+			return true, fmt.Errorf("%s: invalid duration %q (want e.g. \"30s\", \"10m\")", strings.TrimPrefix(path, "."), str)
 		}
-		return nil
-	}
-	if t.Kind() != reflect.Struct {
-		return nil
-	}
-	m, ok := raw.(map[string]any)
-	if !ok {
-		if raw == nil {
-			return fmt.Errorf("%s: must be a mapping, not empty", strings.TrimPrefix(path, "."))
-		}
-		return nil
-	}
-	if t == reflect.TypeOf(Router{}) {
-		// A first-round file: say where its keys went before anything else
-		// (its other missing keys would be reported first otherwise).
+		return true, nil
+	case reflect.TypeOf(Router{}):
+		m, _ := raw.(map[string]any)
 		for _, k := range slices.Sorted(maps.Keys(movedKeys)) {
 			if _, ok := m[k]; ok {
-				return fmt.Errorf("%s: unknown key (moved to %s)", k, movedKeys[k])
+				return true, fmt.Errorf("%s: unknown key (moved to %s)", k, movedKeys[k])
 			}
 		}
 	}
-	known := map[string]bool{}
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "" || name == "-" {
-			continue
-		}
-		known[name] = true
-		key := join(path, name)
-		val, present := m[name]
-		required := true
-		switch tag := f.Tag.Get("cfg"); {
-		case tag == "optional":
-			required = false
-		case strings.HasPrefix(tag, "mode="):
-			mode, _ := m["mode"].(string)
-			required = mode == strings.TrimPrefix(tag, "mode=")
-		}
-		if !present {
-			if required {
-				return fmt.Errorf("%s: missing", key)
-			}
-			continue
-		}
-		if err := checkKeys(val, f.Type, key); err != nil {
-			return err
-		}
-	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		if !known[k] {
-			if to, ok := movedKeys[join(path, k)]; ok && t == reflect.TypeOf(Router{}) {
-				return fmt.Errorf("%s: unknown key (moved to %s)", k, to)
-			}
-			return fmt.Errorf("%s: unknown key", join(path, k))
-		}
-	}
-	return nil
+	return false, nil
 }
 
 // validateService checks a reference to a Service's EndpointSlices (the
@@ -428,13 +300,6 @@ var movedKeys = map[string]string{
 	"epsilon":           "policies.bounded.epsilon and policies.llm-aware.epsilon",
 	"bounded_load_unit": "policies.bounded.load_unit",
 	"llm_aware":         "policies.llm-aware",
-}
-
-func join(path, name string) string {
-	if path == "" {
-		return name
-	}
-	return path + "." + name
 }
 
 // ValidateRouting checks the keys that shape routing decisions, the ones the

@@ -367,7 +367,7 @@ func runActiveActive(t *testing.T, n int, gossip bool, speed float64) aaResult {
 // measured over repeated runs instead — LLM_RING_E2E_REPEAT=N runs the
 // comparison N times and logs means with 95 % intervals, and
 // LLM_RING_E2E_SPEED=X sets the replicas' speed-up (default 50: turns of
-// 20-130 ms; docs/notes.md has both).
+// 20-130 ms; docs/notes/cluster.md has both).
 func TestActiveActiveRouters(t *testing.T) {
 	if testing.Short() {
 		t.Skip("live cluster test")

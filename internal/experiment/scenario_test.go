@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -81,11 +82,11 @@ func TestScenarioProfileLive(t *testing.T) {
 }
 
 func TestSpecScenarioValidation(t *testing.T) {
-	hetero, err := traffic.LoadProfile("hetero")
+	hetero, err := traffic.LoadProfile(os.DirFS("."), "hetero")
 	if err != nil {
 		t.Fatal(err)
 	}
-	churn, err := traffic.LoadProfile("churn")
+	churn, err := traffic.LoadProfile(os.DirFS("."), "churn")
 	if err != nil {
 		t.Fatal(err)
 	}

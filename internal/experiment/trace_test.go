@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -13,7 +14,7 @@ import (
 // once, with max_tokens = output_length and the replica seeing the
 // trace's input length (plus the chat template's framing).
 func TestTraceReplay(t *testing.T) {
-	reqs, err := traffic.LoadTrace(filepath.Join("..", "traffic", "testdata", "trace-small.jsonl"))
+	reqs, err := traffic.LoadTrace(os.DirFS(filepath.Join("..", "traffic", "testdata")), "trace-small.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}

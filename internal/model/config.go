@@ -70,7 +70,7 @@ type Config struct {
 
 // DefaultConfig is the server of the original study: Qwen2.5-0.5B on a
 // laptop CPU, 4 slots of 4096 tokens, a 512 MiB RAM prompt cache, and step
-// costs calibrated to the study's measurements (see docs/notes.md):
+// costs calibrated to the study's measurements (see docs/notes/replica-model.md):
 // a 28-token prompt takes 375 ms cold and 31.7 ms from cache.
 func DefaultConfig() Config {
 	return Config{

@@ -36,6 +36,6 @@
 // conversation's tokens and append messages to them, rather than
 // re-tokenizing the history every turn.
 //
-// Formulas, choices and limits: docs/design.md; calibration:
-// docs/notes.md.
+// Formulas, choices and limits: docs/replica-model.md; calibration:
+// docs/notes/replica-model.md.
 package model

@@ -10,7 +10,7 @@ import (
 // replica met first walking the ring clockwise from the conversation's home,
 // so that a lone conversation stays home (keeping its cache) and router
 // instances with the same view agree. It is the worked example of adding a
-// policy (docs/design.md, "Adding a policy"): this file and one registry row.
+// policy (docs/architecture.md, "Adding a policy"): this file and one registry row.
 //
 // Source: substratusai/kubeai, internal/loadbalancer/balance_least_load.go
 // (commit 2f32ef498da6): the endpoint with the fewest in-flight requests,

@@ -68,7 +68,7 @@ type Predictive struct {
 	// cache: that many more reprocessings of what is cached there (the
 	// conversation's remaining turns, 2–4 on average with 5–10 turns, and
 	// the requests queued behind the extra work). Default 8, from a sweep
-	// of 2, 4, 8, 16 on light, quick and standard (docs/notes.md, "`predictive`"): 8 is the
+	// of 2, 4, 8, 16 on light, quick and standard (docs/notes/policies.md, "`predictive`"): 8 is the
 	// smallest that keeps standard's hit rate within a point of consistent
 	// hashing's.
 	MoveTurns float64 `json:"move_turns"`

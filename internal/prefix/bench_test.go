@@ -163,7 +163,7 @@ func TestMemoryBudget(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds 1.56 M (block, replica) pairs")
 	}
-	const budgetPerPair = 128 // bytes; see docs/notes.md, "The routing seam"
+	const budgetPerPair = 128 // bytes; see docs/notes/routing-seam.md
 	cfg := prefix.Config{BlockChars: 256, CharsPerToken: 4, CapacityTokens: 100000, TTL: int64(120 * time.Second)}
 	var before, after runtime.MemStats
 	runtime.GC()

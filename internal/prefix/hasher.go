@@ -23,7 +23,7 @@ const (
 
 // Hasher turns a prompt's text into chained 64-bit block hashes, streaming.
 //
-// Characters are bytes of the UTF-8 text (see docs/notes.md, "The routing seam"): every full block of
+// Characters are bytes of the UTF-8 text (see docs/notes/routing-seam.md): every full block of
 // BlockChars bytes yields
 //
 //	h_i = xxhash64(le64(h_{i-1}) ‖ block_i),   h_{-1} = Seed

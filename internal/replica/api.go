@@ -19,7 +19,7 @@ import (
 
 // This file holds the endpoints beyond the three completion paths: the
 // middleware of llama.cpp's HTTP layer (CORS, API key), the model list,
-// /props, /detokenize, /apply-template, embeddings, rerank. docs/design.md
+// /props, /detokenize, /apply-template, embeddings, rerank. docs/replica-model.md
 // ("Endpoints, against llama.cpp") says, endpoint by endpoint, what follows
 // llama.cpp and what is simulated.
 

@@ -3,7 +3,7 @@
 //
 // Parse turns one exposition (the text format, read with the Prometheus
 // library) into a Sample through a Mapping: which metric families give which
-// signal. Preset returns the mappings of llama.cpp, vLLM and SGLang; docs/notes.md
+// signal. Preset returns the mappings of llama.cpp, vLLM and SGLang; docs/notes/routing-seam.md
 // says where each name was checked. A Scraper polls every replica on an
 // interval and hands each Sample to a Sink:
 //

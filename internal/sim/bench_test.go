@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -25,11 +26,11 @@ func (d *discard) Write(*record.Request) error { d.n++; return nil }
 //   - scale: a slice of the 1,000-replica scale test: 100 replicas,
 //     1,600 users, 10,000 conversations of 8–14 turns.
 func BenchmarkRun(b *testing.B) {
-	std, err := traffic.LoadProfile("standard")
+	std, err := traffic.LoadProfile(os.DirFS("."), "standard")
 	if err != nil {
 		b.Fatal(err)
 	}
-	scale, err := traffic.LoadProfile("testdata/scale.json")
+	scale, err := traffic.LoadProfile(os.DirFS("."), "testdata/scale.json")
 	if err != nil {
 		b.Fatal(err)
 	}

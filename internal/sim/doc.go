@@ -29,6 +29,6 @@
 //	results, err := sim.RunAll(ctx, dir, specs, sim.BatchOptions{})
 //
 // Policy names may be variants for ablations (llm-aware-no-memory, ...; see
-// PolicyNames). Design, formulas and limits: docs/design.md;
-// measurements: docs/notes.md.
+// PolicyNames). Design, formulas and limits: docs/simulator.md;
+// measurements: docs/notes/simulator.md.
 package sim

@@ -47,7 +47,7 @@ func liveProfile() traffic.Profile {
 //     20 follow-up turns: one is 5 points; under -race on a busy machine
 //     llm-aware's and cache-aware's load-dependent picks diverge most) and
 //     the mean latency within 25 %. (The tighter agreement over more traffic
-//     is measured in docs/notes.md, "Live agreement".)
+//     is measured in docs/notes/arena.md, "Live agreement".)
 func TestLiveAgreesWithSim(t *testing.T) {
 	if testing.Short() {
 		t.Skip("live run: several seconds of wall time")

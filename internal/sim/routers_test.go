@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ func cachedShare(rows rowsOf) float64 {
 // conversation and the cache is lost; the spread of turns over instances is
 // real (every instance routes some turns of most conversations).
 func TestRoutersGossip(t *testing.T) {
-	prof, err := traffic.LoadProfile("quick")
+	prof, err := traffic.LoadProfile(os.DirFS("."), "quick")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,9 +113,9 @@ func p95(rows rowsOf) float64 {
 // point of one router's cached share and 5 % of its p95 (the issue's
 // figures); without gossip the loss is large. (A delay longer than a turn
 // lasts, 1 s on this fast profile, can deliver the announcement after the
-// turn has ended: 3 points lost at N=3; docs/design.md has the sweep.)
+// turn has ended: 3 points lost at N=3; docs/cluster.md has the sweep.)
 func TestRoutersGossipZeroThink(t *testing.T) {
-	prof, err := traffic.LoadProfile("quick")
+	prof, err := traffic.LoadProfile(os.DirFS("."), "quick")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -234,7 +235,7 @@ func TestRouterSeesTheLiveInput(t *testing.T) {
 // the run starts. Replicas whose context is too small for the pasted
 // documents make some requests fail (llama.cpp's 400).
 func TestConservation(t *testing.T) {
-	prof, err := traffic.LoadProfile("quick")
+	prof, err := traffic.LoadProfile(os.DirFS("."), "quick")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +297,7 @@ func turnsOf(rs []record.Request) []int {
 // TestScaleUp: the extra replica starts at --scale-at, joins the ring
 // load-delay later, and serves nothing before; the run JSON says when.
 func TestScaleUp(t *testing.T) {
-	prof, err := traffic.LoadProfile("quick")
+	prof, err := traffic.LoadProfile(os.DirFS("."), "quick")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +337,7 @@ func TestScaleUp(t *testing.T) {
 // TestSharedCPUSlowsBusyReplicas: with one shared CPU, the same traffic
 // takes longer than with a CPU per replica (the replicas are busy together).
 func TestSharedCPUSlowsBusyReplicas(t *testing.T) {
-	prof, err := traffic.LoadProfile("quick")
+	prof, err := traffic.LoadProfile(os.DirFS("."), "quick")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +364,7 @@ func TestSharedCPUSlowsBusyReplicas(t *testing.T) {
 // sticky, without long stickiness none is -long. An unknown name is an
 // error listing the names.
 func TestVariants(t *testing.T) {
-	prof, err := traffic.LoadProfile("standard")
+	prof, err := traffic.LoadProfile(os.DirFS("."), "standard")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ func arenaJobs(t *testing.T, dir string) ([]Job, []ArenaFolder) {
 	var jobs []Job
 	var folders []ArenaFolder
 	for _, file := range []string{"tiny-chat.json", "tiny-docs.json"} {
-		prof, err := traffic.LoadProfile(filepath.Join("testdata", "arena", file))
+		prof, err := traffic.LoadProfile(os.DirFS(filepath.Join("testdata", "arena")), file)
 		if err != nil {
 			t.Fatal(err)
 		}

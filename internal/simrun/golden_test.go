@@ -21,7 +21,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/go
 // files: the study's policies' results must not change): the quick profile, seed 1,
 // bounded and llm-aware on 3 replicas with a scale-up at 30 s.
 func goldenSpecs(t *testing.T) []sim.Spec {
-	prof, err := traffic.LoadProfile("quick")
+	prof, err := traffic.LoadProfile(os.DirFS("."), "quick")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 func mustLoad(t testing.TB, name string) Profile {
 	t.Helper()
-	p, err := LoadProfile(name)
+	p, err := LoadProfile(os.DirFS("."), name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
-	"os"
 	"strings"
 
-	"github.com/llm-ring/llm-ring/internal/config"
+	"github.com/llm-ring/llm-ring/internal/strict"
 	"github.com/llm-ring/llm-ring/profiles"
 )
 
@@ -173,7 +172,7 @@ const (
 // wrongly typed key, or a bad value, is an error that names the key.
 func ParseProfile(data []byte) (Profile, error) {
 	var p Profile
-	if err := config.Strict(data, &p); err != nil {
+	if err := strict.Decode(data, &p, nil); err != nil {
 		return Profile{}, err
 	}
 	if err := p.Validate(); err != nil {
@@ -408,21 +407,23 @@ func replicaEventErrors(n int, events []ReplicaEvent) []keyError {
 	return errs
 }
 
-// LoadProfile reads a profile from a file, or else from the profiles built
-// into the binary: "quick", "quick.json" and "profiles/quick.json" all name
-// the embedded quick profile when no such file exists.
-func LoadProfile(nameOrPath string) (Profile, error) {
-	data, err := os.ReadFile(nameOrPath)
-	source := nameOrPath
+// LoadProfile reads the profile file name from fsys (a path as fs.FS names
+// it: slash-separated, unrooted), or else from the profiles built into the
+// binary: "quick", "quick.json" and "profiles/quick.json" all name the
+// embedded quick profile when fsys has no such file. The caller chooses the
+// files (os.DirFS for the host's): the package itself opens none.
+func LoadProfile(fsys fs.FS, name string) (Profile, error) {
+	data, err := fs.ReadFile(fsys, name)
+	source := name
 	if errors.Is(err, fs.ErrNotExist) {
-		name := strings.TrimSuffix(strings.TrimPrefix(nameOrPath, "profiles/"), ".json")
+		base := strings.TrimSuffix(strings.TrimPrefix(name, "profiles/"), ".json")
 		var ok bool
-		data, ok = profiles.Read(name)
+		data, ok = profiles.Read(base)
 		if !ok {
 			return Profile{}, fmt.Errorf("profile %q: no such file, and no embedded profile of that name (embedded: %s)",
-				nameOrPath, strings.Join(profiles.Names(), ", "))
+				name, strings.Join(profiles.Names(), ", "))
 		}
-		source = "embedded profile " + name
+		source = "embedded profile " + base
 	} else if err != nil {
 		return Profile{}, fmt.Errorf("profile: %w", err)
 	}

@@ -146,14 +146,14 @@ func TestLoadProfile(t *testing.T) {
 		{"quick", "quick", ""},                     // embedded, by name
 		{"standard.json", "standard", ""},          // embedded, file name
 		{"profiles/quick.json", "quick", ""},       // embedded, repository path (no such file here)
-		{good, "t", ""},                            // a file
+		{"mine.json", "t", ""},                     // a file
 		{"nosuch", "", "embedded: agents, bursty"}, // lists what exists
 		{"profiles/x.json", "", `profile "profiles/x.json": no such file`},
-		{bad, "", bad + ": conversations: missing"}, // names the file and the key
-		{dir, "", "profile: read"},                  // a directory is not a profile
+		{"bad.json", "", "bad.json: conversations: missing"}, // names the file and the key
+		{".", "", "profile: read"},                           // a directory is not a profile
 	}
 	for _, tt := range tests {
-		p, err := LoadProfile(tt.arg)
+		p, err := LoadProfile(os.DirFS(dir), tt.arg)
 		switch {
 		case tt.wantName != "" && err != nil:
 			t.Errorf("LoadProfile(%q): %v", tt.arg, err)

@@ -7,8 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
-	"os"
 
 	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/wire"
@@ -160,16 +160,17 @@ func parseTraceLine(b []byte) (TraceRequest, error) {
 	return req, errors.Join(errs...)
 }
 
-// LoadTrace reads and parses a trace file; errors name the file.
-func LoadTrace(path string) ([]TraceRequest, error) {
-	f, err := os.Open(path)
+// LoadTrace reads and parses the trace file name from fsys (the caller
+// chooses the files: os.DirFS for the host's); errors name the file.
+func LoadTrace(fsys fs.FS, name string) ([]TraceRequest, error) {
+	f, err := fsys.Open(name)
 	if err != nil {
 		return nil, fmt.Errorf("trace: %w", err)
 	}
 	defer f.Close()
 	reqs, err := ParseTrace(f)
 	if err != nil {
-		return nil, fmt.Errorf("trace %s: %w", path, err)
+		return nil, fmt.Errorf("trace %s: %w", name, err)
 	}
 	return reqs, nil
 }

@@ -11,7 +11,7 @@ import (
 )
 
 func TestParseTraceFile(t *testing.T) {
-	reqs, err := LoadTrace(filepath.Join("testdata", "trace-small.jsonl"))
+	reqs, err := LoadTrace(os.DirFS("testdata"), "trace-small.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestParseTraceErrors(t *testing.T) {
 	if _, err := ParseTrace(strings.NewReader("")); err == nil || !strings.Contains(err.Error(), "empty trace") {
 		t.Errorf("empty trace: error %v", err)
 	}
-	if _, err := LoadTrace(filepath.Join(t.TempDir(), "none.jsonl")); err == nil || !strings.Contains(err.Error(), "trace:") {
+	if _, err := LoadTrace(os.DirFS(t.TempDir()), "none.jsonl"); err == nil || !strings.Contains(err.Error(), "trace:") {
 		t.Errorf("missing file: error %v", err)
 	}
 }
@@ -92,7 +92,7 @@ func TestBlockText(t *testing.T) {
 }
 
 func TestTraceText(t *testing.T) {
-	reqs, err := LoadTrace(filepath.Join("testdata", "trace-small.jsonl"))
+	reqs, err := LoadTrace(os.DirFS("testdata"), "trace-small.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,11 +135,11 @@ func TestParseTraceLongLine(t *testing.T) {
 		fmt.Fprint(&b, 1000000+i)
 	}
 	b.WriteString("]}")
-	path := filepath.Join(t.TempDir(), "long.jsonl")
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil { // no final newline
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "long.jsonl"), []byte(b.String()), 0o644); err != nil { // no final newline
 		t.Fatal(err)
 	}
-	reqs, err := LoadTrace(path)
+	reqs, err := LoadTrace(os.DirFS(dir), "long.jsonl")
 	if err != nil || len(reqs) != 1 || len(reqs[0].HashIDs) != 196 {
 		t.Fatalf("got %d requests, err %v", len(reqs), err)
 	}

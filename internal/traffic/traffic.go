@@ -8,7 +8,7 @@
 // replica's real previous answers, like a real chat client, and stop a
 // conversation early when FitsContext says its next turn would not fit.
 //
-//	p, err := traffic.LoadProfile("standard")
+//	p, err := traffic.LoadProfile(os.DirFS("."), "standard")
 //	convs, err := traffic.Generate(p, seed)
 //	for t := range convs[i].Turns { // after sleeping Turns[t].ThinkS
 //		if !traffic.Fits(p, &convs[i], t, prevTotalTokens) { break }
@@ -16,9 +16,9 @@
 //		...
 //	}
 //
-// The package is pure: no clock, no I/O (except LoadProfile reading its
-// file), no goroutines, no package-level mutable state. Each conversation is
-// drawn from its own random stream, derived by hashing (seed, index), so
+// The package is pure: no clock, no I/O (LoadProfile and LoadTrace read
+// from the fs.FS their caller passes), no goroutines, no package-level
+// mutable state. Each conversation is drawn from its own random stream, derived by hashing (seed, index), so
 // conversation i is the same whether 10 or 100,000 are generated, and a
 // Generator can produce them lazily in any order.
 package traffic
