@@ -35,6 +35,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/llm-ring/llm-ring/internal/config"
 	"log/slog"
 	"net"
 	"os"
@@ -64,7 +65,7 @@ type Applier interface {
 // Options configures New.
 type Options struct {
 	// Config is the validated cluster block; Mode must be gossip.
-	Config Config
+	Config config.Cluster
 	// Name identifies this instance among its peers; "" uses the host
 	// name (the pod name on Kubernetes). Names must be unique.
 	Name string
@@ -127,7 +128,7 @@ const (
 // methods are safe for concurrent use; the Publish and AddLoad methods only
 // take a short lock and enqueue.
 type Node struct {
-	cfg     Config
+	cfg     config.Cluster
 	name    string
 	gen     uint64
 	log     *slog.Logger
@@ -169,7 +170,7 @@ type Node struct {
 // gossip port), without contacting any peer: Run joins.
 func New(opts Options) (*Node, error) {
 	cfg := opts.Config
-	if cfg.Mode != ModeGossip {
+	if cfg.Mode != config.ClusterGossip {
 		return nil, fmt.Errorf("cluster.mode: %w (got %q)", ErrNotGossip, cfg.Mode)
 	}
 	if err := cfg.Validate(); err != nil {

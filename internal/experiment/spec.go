@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/llm-ring/llm-ring/internal/config"
-	"github.com/llm-ring/llm-ring/internal/discovery"
 	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/record"
 	"github.com/llm-ring/llm-ring/internal/replica"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/traffic"
 )
 
@@ -246,7 +246,7 @@ func (s *Spec) Validate() error {
 	} else {
 		urls := s.RouterURLs()
 		for _, u := range urls {
-			if err := discovery.Validate([]discovery.Replica{{Name: "router", URL: u}}); err != nil {
+			if err := replicaset.Validate([]replicaset.Replica{{Name: "router", URL: u}}); err != nil {
 				bad("router URL %q: must be an absolute http(s) URL", u)
 			}
 		}
@@ -255,7 +255,7 @@ func (s *Spec) Validate() error {
 		} else {
 			admins := s.AdminURLs()
 			for _, u := range admins {
-				if err := discovery.Validate([]discovery.Replica{{Name: "admin", URL: u}}); err != nil {
+				if err := replicaset.Validate([]replicaset.Replica{{Name: "admin", URL: u}}); err != nil {
 					bad("admin URL %q: must be an absolute http(s) URL", u)
 				}
 			}

@@ -21,6 +21,7 @@ import (
 	"github.com/llm-ring/llm-ring/internal/discovery"
 	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/replica"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/router"
 	"github.com/llm-ring/llm-ring/internal/traffic"
 )
@@ -51,9 +52,9 @@ type embedded struct {
 	cfg      *config.Router // this run's router configuration
 	host     *replica.Host  // the shared host (SharedCPU), else nil
 	rt       *router.Router
-	upstream *http.Transport     // the router's connections to the replicas
-	replicas []discovery.Replica // the router's replica set
-	members  []*member           // every replica started in this run, by start order
+	upstream *http.Transport      // the router's connections to the replicas
+	replicas []replicaset.Replica // the router's replica set
+	members  []*member            // every replica started in this run, by start order
 	// The router stops before the replicas: two contexts, two groups.
 	routerCtx, replicaCtx    context.Context
 	stopRouter, stopReplicas context.CancelFunc
@@ -67,7 +68,7 @@ type embedded struct {
 // or the shared host, and its server.
 type member struct {
 	index  int
-	rep    discovery.Replica
+	rep    replicaset.Replica
 	host   *replica.Host // nil: on the shared host
 	cancel context.CancelFunc
 	failed bool
@@ -167,21 +168,21 @@ func (e *embedded) replicaOptions(m model.Config, shared bool) replica.Options {
 // addReplica starts replica llm-<index> and serves it on a loopback port:
 // on the shared host, or else on a host of its own running at the
 // profile's speed factor for that index.
-func (e *embedded) addReplica(index int, loadDelay time.Duration) (discovery.Replica, error) {
+func (e *embedded) addReplica(index int, loadDelay time.Duration) (replicaset.Replica, error) {
 	name := fmt.Sprintf("llm-%d", index)
 	m := &member{index: index, host: e.host}
 	if e.host == nil {
 		h, err := replica.NewHost(e.replicaOptions(e.model.WithSpeed(e.spec.Profile.ReplicaSpeed(index)), false))
 		if err != nil {
-			return discovery.Replica{}, err
+			return replicaset.Replica{}, err
 		}
 		m.host = h
 	}
-	fail := func(err error) (discovery.Replica, error) {
+	fail := func(err error) (replicaset.Replica, error) {
 		if m.host != e.host {
 			m.host.Close()
 		}
-		return discovery.Replica{}, err
+		return replicaset.Replica{}, err
 	}
 	r, err := m.host.Add(name, loadDelay)
 	if err != nil {
@@ -194,7 +195,7 @@ func (e *embedded) addReplica(index int, loadDelay time.Duration) (discovery.Rep
 	var ctx context.Context
 	ctx, m.cancel = context.WithCancel(e.replicaCtx)
 	e.serve(ctx, &e.replicaWG, "replica "+name, func(ctx context.Context) error { return replica.Serve(ctx, ln, r) })
-	m.rep = discovery.Replica{Name: name, URL: "http://" + ln.Addr().String()}
+	m.rep = replicaset.Replica{Name: name, URL: "http://" + ln.Addr().String()}
 	e.members = append(e.members, m)
 	return m.rep, nil
 }
@@ -217,7 +218,7 @@ func (e *embedded) scale(ctx context.Context) (string, error) {
 
 // waitHealthy polls r's /health every 100 ms of model time (so the ready
 // time is known to that) until it answers 200.
-func (e *embedded) waitHealthy(ctx context.Context, r discovery.Replica) error {
+func (e *embedded) waitHealthy(ctx context.Context, r replicaset.Replica) error {
 	every := min(max(time.Duration(float64(100*time.Millisecond)/e.spec.Speed), time.Millisecond), 100*time.Millisecond)
 	for {
 		ok, err := healthy(ctx, e.client, r.URL)
@@ -245,7 +246,7 @@ func (e *embedded) event(ctx context.Context, ev traffic.ReplicaEvent) error {
 	name := fmt.Sprintf("llm-%d", ev.Replica)
 	switch ev.Action {
 	case traffic.ActionFail, traffic.ActionRemove:
-		e.replicas = slices.DeleteFunc(e.replicas, func(r discovery.Replica) bool { return r.Name == name })
+		e.replicas = slices.DeleteFunc(e.replicas, func(r replicaset.Replica) bool { return r.Name == name })
 		if ev.Action == traffic.ActionFail {
 			for _, m := range e.members {
 				if m.rep.Name == name && !m.failed {

@@ -36,6 +36,7 @@ import (
 	"github.com/llm-ring/llm-ring/internal/discovery"
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/prefix"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/signals"
 	"github.com/llm-ring/llm-ring/internal/state"
 	"github.com/llm-ring/llm-ring/internal/wire"
@@ -194,13 +195,13 @@ func (r *Router) Registry() *prometheus.Registry { return r.reg }
 
 // SetReplicas replaces the replica set (a discovery update) and logs a
 // replicas_changed event when it changed.
-func (r *Router) SetReplicas(rs []discovery.Replica) {
+func (r *Router) SetReplicas(rs []replicaset.Replica) {
 	if !r.table.SetReplicas(rs) {
 		return
 	}
 	r.scrapeTargets()
 	names := make([]string, len(rs))
-	for i, x := range discovery.Normalize(rs) {
+	for i, x := range replicaset.Normalize(rs) {
 		names[i] = x.Name
 	}
 	r.log.Info("replicas_changed", slog.Int("count", len(names)), slog.Any("replicas", names))
