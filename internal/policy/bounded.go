@@ -57,13 +57,13 @@ func validEpsilon(eps float64) error {
 }
 
 // Pick implements Policy.
-func (b *Bounded) Pick(req *Request, v *View) Decision {
+func (b *Bounded) Pick(req *Request, v *View, d *Decision) {
 	cost := int64(1)
 	if b.Unit == Tokens {
 		cost = wholeCost(req)
 	}
 	home := v.ringHome(req.Hash)
-	var d Decision
+	*d = Decision{}
 	d.Trace.begin("bounded", req, v)
 	d.Trace.Head = "bounded (request mode)"
 	if b.Unit == Tokens {
@@ -73,9 +73,8 @@ func (b *Bounded) Pick(req *Request, v *View) Decision {
 	boundedPick(req, v, &boundSpec{
 		unit: b.Unit, eps: b.Epsilon, home: home, preferred: home,
 		cacheAt: -1, cost: cost,
-	}, &d)
+	}, d)
 	d.Charge = wholeCost(req)
-	return d
 }
 
 // boundSpec is one bounded-loads decision: the shared core of bounded and

@@ -13,6 +13,7 @@ const (
 	MaxTraceChecks = 8
 	MaxTraceCands  = 8
 	MaxTraceVals   = 8
+	MaxTraceInts   = 8
 	TraceCols      = 6
 )
 
@@ -74,11 +75,37 @@ type Trace struct {
 
 	// Policies that score every candidate record their numbers here: one
 	// row per candidate (the first MaxTraceCands by the policy's order),
-	// columns as the policy defines them, plus a few scalars.
+	// columns as the policy defines them (Col constants), plus a few
+	// scalars: numbers in Vals, counts, indexes and flag words in Ints,
+	// each slot named by the policy (ValSlot and IntSlot constants; see
+	// Val, Int).
 	Cands  [MaxTraceCands]Cand
 	NCands int
 	Vals   [MaxTraceVals]float64
+	Ints   [MaxTraceInts]int64
 }
+
+// A ValSlot names one of Trace.Vals, an IntSlot one of Trace.Ints, a Col one
+// column of Cand.V: each policy declares the slots it fills as constants of
+// these types, so that its Pick and its explain function agree by name.
+type (
+	ValSlot uint8
+	IntSlot uint8
+	Col     uint8
+)
+
+// Val returns the number in slot s.
+func (t *Trace) Val(s ValSlot) float64 { return t.Vals[s] }
+
+// Int returns the integer in slot s.
+func (t *Trace) Int(s IntSlot) int64 { return t.Ints[s] }
+
+func (t *Trace) setVal(s ValSlot, x float64) { t.Vals[s] = x }
+
+func (t *Trace) setInt(s IntSlot, x int64) { t.Ints[s] = x }
+
+// At returns the candidate's number in column c.
+func (c *Cand) At(col Col) float64 { return c.V[col] }
 
 // Cand is one candidate's numbers in a scoring policy's trace.
 type Cand struct {
@@ -96,6 +123,51 @@ func (t *Trace) addCand(r int, v ...float64) {
 	t.NCands++
 }
 
+// keepChosen makes sure the chosen replica r is among the recorded rows:
+// when more candidates were scored than the trace keeps and r came after
+// them, its row v replaces the last one.
+func (t *Trace) keepChosen(r int, v ...float64) {
+	if t.NCands > MaxTraceCands && int(t.Cands[MaxTraceCands-1].Replica) < r {
+		c := &t.Cands[MaxTraceCands-1]
+		c.Replica = int32(r)
+		c.V = [TraceCols]float64{}
+		copy(c.V[:], v)
+	}
+}
+
+// best finds the best candidate of a scan, the highest value when high is
+// set, else the lowest, and counts the candidates that share it.
+type best struct {
+	high bool
+	r    int // -1 before the first offer
+	val  float64
+	ties int
+}
+
+func newBest(high bool) best { return best{high: high, r: -1} }
+
+// offer considers candidate r with value x (candidates in replica order).
+func (b *best) offer(r int, x float64) {
+	switch {
+	case b.r < 0 || b.high && x > b.val || !b.high && x < b.val:
+		b.r, b.val, b.ties = r, x, 1
+	case x == b.val:
+		b.ties++
+	}
+}
+
+// pick returns the chosen replica: the best one, or, when several share the
+// best value (value recomputes a candidate's), the first of them clockwise
+// from hash's ring home; tie says which.
+func (b *best) pick(v *View, hash uint64, value func(r int) float64) (r int, tie bool) {
+	if b.ties <= 1 {
+		return b.r, false
+	}
+	if r := v.ringFirst(hash, func(r int) bool { return value(r) == b.val }); r >= 0 {
+		return r, true
+	}
+	return b.r, true
+}
 func (t *Trace) begin(policy string, req *Request, v *View) {
 	t.Policy, t.Names, t.N = policy, v.Names, len(v.Names)
 	t.Hash, t.Seq = req.Hash, req.Seq

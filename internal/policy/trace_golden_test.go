@@ -26,7 +26,7 @@ func TestTraceGolden(t *testing.T) {
 			for i := range 6 {
 				v := randomView(rng, n)
 				req := randomRequest(rng, uint64(i), n)
-				d := p.Pick(&req, v)
+				d := pickOnce(p, &req, v)
 				fmt.Fprintf(&out, "=== %s n=%d #%d\n%s\n", name, n, i, d.Format())
 			}
 		}
@@ -54,4 +54,11 @@ func TestTraceGolden(t *testing.T) {
 		}
 		t.Fatalf("traces differ from %s: %d lines, want %d", path, len(got), len(w))
 	}
+}
+
+// pickOnce runs one Pick into a fresh decision (the tests' shorthand).
+func pickOnce(p Policy, req *Request, v *View) Decision {
+	var d Decision
+	p.Pick(req, v, &d)
+	return d
 }
