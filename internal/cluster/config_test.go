@@ -1,12 +1,13 @@
 package cluster
 
 import (
-	"github.com/llm-ring/llm-ring/internal/config"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/llm-ring/llm-ring/internal/config"
 )
 
 func validGossip() config.Cluster {

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"github.com/llm-ring/llm-ring/internal/config"
 	"net"
 	"slices"
 	"sync"
@@ -12,6 +11,8 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/llm-ring/llm-ring/internal/config"
 )
 
 // Generous: the machine is shared; "eventually" never asserts a speed.

@@ -3,11 +3,11 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"github.com/llm-ring/llm-ring/internal/config"
 	"log/slog"
 	"net/url"
 	"slices"
 
+	"github.com/llm-ring/llm-ring/internal/config"
 	"github.com/llm-ring/llm-ring/internal/discovery"
 	"github.com/llm-ring/llm-ring/internal/replicaset"
 )
