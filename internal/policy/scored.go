@@ -129,21 +129,7 @@ func (s *Scored) Pick(req *Request, v *View, d *Decision) {
 		}
 		return float64(v.Rows[r].Load.Requests)
 	}
-	lo, hi := 0.0, 0.0
-	first := true
-	for r := range v.Rows {
-		if v.Excluded(r) {
-			continue
-		}
-		q := queue(r)
-		if first || q < lo {
-			lo = q
-		}
-		if first || q > hi {
-			hi = q
-		}
-		first = false
-	}
+	lo, hi := queueRange(v, queue)
 	score := func(r int) (qs, ks, ps, total float64) {
 		qs = 1
 		if hi > lo {
@@ -217,4 +203,23 @@ func explainScored(d *Decision, b *strings.Builder) {
 	} else {
 		fmt.Fprintf(b, "\n  top score %.3f → %s", t.Val(scTop), t.name(d.Replica))
 	}
+}
+
+// queueRange returns the least and the longest queue among the candidates.
+func queueRange(v *View, queue func(r int) float64) (lo, hi float64) {
+	first := true
+	for r := range v.Rows {
+		if v.Excluded(r) {
+			continue
+		}
+		q := queue(r)
+		if first || q < lo {
+			lo = q
+		}
+		if first || q > hi {
+			hi = q
+		}
+		first = false
+	}
+	return lo, hi
 }

@@ -193,42 +193,17 @@ func (t *Trace) name(r int) string {
 // writeBounded writes the lines of a bounded-loads walk (bounded, and
 // llm-aware after its own lines; llm says which wording to use).
 func (t *Trace) writeBounded(b *strings.Builder, d *Decision, llm bool) {
-	num := func(v float64) string {
-		if t.Unit == Requests {
-			return fmt.Sprintf("%.0f", v)
-		}
-		return fmt.Sprintf("%.1f", v)
-	}
 	if llm {
-		switch {
-		case t.Last < 0 || t.LastTokens == 0:
-			fmt.Fprintf(b, "\n  placement memory: no cache known → preferred=%s (ring home)", t.name(t.Preferred))
-		case !t.Memory:
-			fmt.Fprintf(b, "\n  placement memory: off (last served on %s with %d cached tokens) → preferred=%s (ring home)",
-				t.name(t.Last), t.LastTokens, t.name(t.Preferred))
-		default:
-			fmt.Fprintf(b, "\n  placement memory: last served on %s with %d cached tokens → preferred=%s",
-				t.name(t.Last), t.LastTokens, t.name(t.Preferred))
-		}
-		if t.CacheAt == t.Preferred && t.CacheAt >= 0 {
-			fmt.Fprintf(b, "\n  cost on %s: max(1, %d-%d)=%d + %d = %d (new tokens only, cache hit)",
-				t.name(t.Preferred), t.Prompt, t.LastTokens, t.CacheCost-int64(t.Output), t.Output, t.CacheCost)
-		} else {
-			fmt.Fprintf(b, "\n  cost on %s: %d + %d = %d (whole prompt", t.name(t.Preferred), t.Prompt, t.Output, t.Cost)
-			if !t.CacheAware && t.CacheLikely {
-				b.WriteString(", cache-aware load off")
-			}
-			b.WriteString(")")
-		}
+		t.writePlacement(b)
 	}
 	t.writeLoads(b, fmt.Sprintf("load (%s)", t.Unit))
 	prefCost := t.Cost
 	if t.CacheAt == t.Preferred && t.CacheAt >= 0 {
 		prefCost = t.CacheCost
 	}
-	capText := "cap=" + num(t.Cap)
+	capText := "cap=" + t.num(t.Cap)
 	if t.Unit == Requests {
-		capText = fmt.Sprintf("cap=⌈%.2f⌉=%s", (1+t.Epsilon)*t.Avg, num(t.Cap))
+		capText = fmt.Sprintf("cap=⌈%.2f⌉=%s", (1+t.Epsilon)*t.Avg, t.num(t.Cap))
 	}
 	if llm {
 		fmt.Fprintf(b, "; +%d → total=%d, avg=%.1f, %s", prefCost, t.Total, t.Avg, capText)
@@ -239,6 +214,51 @@ func (t *Trace) writeBounded(b *strings.Builder, d *Decision, llm bool) {
 		fmt.Fprintf(b, "\n  long stickiness: prompt_tokens=%d ≥ %d and cache_likely=%t → long_cap=%.1f",
 			t.Prompt, t.LongPrompt, t.CacheLikely, t.LongCap)
 	}
+	t.writeChecks(b, d, prefCost)
+	if t.NChecks > MaxTraceChecks {
+		fmt.Fprintf(b, "\n  … %d more replicas checked", t.NChecks-MaxTraceChecks)
+	}
+	if d.Reason == LeastLoaded {
+		fmt.Fprintf(b, "\n  no replica within the cap → least loaded: %s (%d with this request)", t.name(d.Replica), t.LeastLoad)
+	}
+}
+
+// num writes a load or cap in the walk's unit.
+func (t *Trace) num(v float64) string {
+	if t.Unit == Requests {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.1f", v)
+}
+
+// writePlacement writes llm-aware's lines about placement memory and the
+// request's cost on the preferred replica.
+func (t *Trace) writePlacement(b *strings.Builder) {
+	switch {
+	case t.Last < 0 || t.LastTokens == 0:
+		fmt.Fprintf(b, "\n  placement memory: no cache known → preferred=%s (ring home)", t.name(t.Preferred))
+	case !t.Memory:
+		fmt.Fprintf(b, "\n  placement memory: off (last served on %s with %d cached tokens) → preferred=%s (ring home)",
+			t.name(t.Last), t.LastTokens, t.name(t.Preferred))
+	default:
+		fmt.Fprintf(b, "\n  placement memory: last served on %s with %d cached tokens → preferred=%s",
+			t.name(t.Last), t.LastTokens, t.name(t.Preferred))
+	}
+	if t.CacheAt == t.Preferred && t.CacheAt >= 0 {
+		fmt.Fprintf(b, "\n  cost on %s: max(1, %d-%d)=%d + %d = %d (new tokens only, cache hit)",
+			t.name(t.Preferred), t.Prompt, t.LastTokens, t.CacheCost-int64(t.Output), t.Output, t.CacheCost)
+	} else {
+		fmt.Fprintf(b, "\n  cost on %s: %d + %d = %d (whole prompt", t.name(t.Preferred), t.Prompt, t.Output, t.Cost)
+		if !t.CacheAware && t.CacheLikely {
+			b.WriteString(", cache-aware load off")
+		}
+		b.WriteString(")")
+	}
+}
+
+// writeChecks writes one line per candidate the walk checked (prefCost: the
+// request's cost on the preferred replica).
+func (t *Trace) writeChecks(b *strings.Builder, d *Decision, prefCost int64) {
 	// Merge the preferred replica's normal and long checks into one line, as
 	// the study printed them.
 	checks := t.Checks[:min(t.NChecks, MaxTraceChecks)]
@@ -249,11 +269,11 @@ func (t *Trace) writeBounded(b *strings.Builder, d *Decision, llm bool) {
 		if !c.Fit && !c.Long && i+1 < len(checks) && checks[i+1].Long && checks[i+1].Fit {
 			l := checks[i+1]
 			fmt.Fprintf(b, "\n  %s: %d+%d=%d ≤ long_cap=%.1f (> normal cap=%s) → %s",
-				t.name(r), l.Load, l.Cost, l.Load+l.Cost, l.Limit, num(c.Limit), d.Reason)
+				t.name(r), l.Load, l.Cost, l.Load+l.Cost, l.Limit, t.num(c.Limit), d.Reason)
 			i++
 			continue
 		}
-		limit := num(c.Limit)
+		limit := t.num(c.Limit)
 		if c.Long {
 			limit = fmt.Sprintf("long_cap=%.1f", c.Limit)
 		}
@@ -272,12 +292,6 @@ func (t *Trace) writeBounded(b *strings.Builder, d *Decision, llm bool) {
 		default:
 			fmt.Fprintf(b, "\n  %s: %d+%d=%d > %s → skip", t.name(r), c.Load, c.Cost, c.Load+c.Cost, limit)
 		}
-	}
-	if t.NChecks > MaxTraceChecks {
-		fmt.Fprintf(b, "\n  … %d more replicas checked", t.NChecks-MaxTraceChecks)
-	}
-	if d.Reason == LeastLoaded {
-		fmt.Fprintf(b, "\n  no replica within the cap → least loaded: %s (%d with this request)", t.name(d.Replica), t.LeastLoad)
 	}
 }
 
