@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/llm-ring/llm-ring/internal/discovery"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 )
 
 // One control plane for the whole package (each start costs seconds),
@@ -469,7 +470,7 @@ func (s sliceWriter) delete(t *testing.T, ctx context.Context, name string) {
 // it publishes.
 type replicaWatcher struct {
 	t       *testing.T
-	updates chan []discovery.Replica
+	updates chan []replicaset.Replica
 }
 
 func watchReplicas(t *testing.T, opts discovery.KubernetesOptions) *replicaWatcher {
@@ -479,9 +480,9 @@ func watchReplicas(t *testing.T, opts discovery.KubernetesOptions) *replicaWatch
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &replicaWatcher{t: t, updates: make(chan []discovery.Replica, 100)}
+	w := &replicaWatcher{t: t, updates: make(chan []replicaset.Replica, 100)}
 	errc := make(chan error, 1)
-	go func() { errc <- src.Run(ctx, func(rs []discovery.Replica) { w.updates <- rs }) }()
+	go func() { errc <- src.Run(ctx, func(rs []replicaset.Replica) { w.updates <- rs }) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -500,7 +501,7 @@ func watchReplicas(t *testing.T, opts discovery.KubernetesOptions) *replicaWatch
 // as name, URL pairs. The deadline only turns a hang into a failure.
 func (w *replicaWatcher) expect(step string, want []string) {
 	w.t.Helper()
-	var got []discovery.Replica
+	var got []replicaset.Replica
 	select {
 	case got = <-w.updates:
 	case <-time.After(time.Minute):

@@ -78,27 +78,9 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return usageError{err}
 	}
 	spec.Progress, spec.Terminal = stderr, isTerminal(stderr)
-
-	convs, err := traffic.Generate(spec.Profile, *seed)
-	if err != nil {
+	if err := announceDemo(stdout, &spec, *seed, dir); err != nil {
 		return err
 	}
-	turns := 0
-	for _, c := range convs {
-		turns += len(c.Turns)
-	}
-	fmt.Fprintf(stdout, "llm-ring demo: %s on the same traffic (profile %s, seed %d: %d conversations, up to %d requests)\n",
-		strings.Join(spec.Policies, ", "), spec.Profile.Name, *seed, len(convs), turns)
-	cpu := "sharing one CPU"
-	if !spec.SharedCPU {
-		cpu = "each with a CPU of its own"
-	}
-	fmt.Fprintf(stdout, "%d simulated replicas %s, model time %g× faster than the clock", spec.Replicas, cpu, spec.Speed)
-	if spec.ScaleAt > 0 {
-		fmt.Fprintf(stdout, "; a replica is added at %g s (model time), loading for %v", spec.ScaleAt.Seconds(), spec.LoadDelay)
-	}
-	fmt.Fprintf(stdout, "\nresults: %s\n\n", dir)
-
 	if _, err := experiment.Run(ctx, spec); err != nil {
 		return err
 	}
@@ -113,5 +95,29 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintf(stdout, "\nTimes are model seconds. Definitions: %s\n", filepath.Join(dir, analysis.SummaryMD))
 	fmt.Fprintf(stdout, "charts: %s\n        %s\n", filepath.Join(dir, analysis.SummaryPNG), filepath.Join(dir, analysis.HitRateOverTimePNG))
 	fmt.Fprintf(stdout, "runs (one CSV row per request, one JSON per run): %s\n", spec.OutDir)
+	return nil
+}
+
+// announceDemo says what the demo is about to run.
+func announceDemo(stdout io.Writer, spec *experiment.Spec, seed int64, dir string) error {
+	convs, err := traffic.Generate(spec.Profile, seed)
+	if err != nil {
+		return err
+	}
+	turns := 0
+	for _, c := range convs {
+		turns += len(c.Turns)
+	}
+	fmt.Fprintf(stdout, "llm-ring demo: %s on the same traffic (profile %s, seed %d: %d conversations, up to %d requests)\n",
+		strings.Join(spec.Policies, ", "), spec.Profile.Name, seed, len(convs), turns)
+	cpu := "sharing one CPU"
+	if !spec.SharedCPU {
+		cpu = "each with a CPU of its own"
+	}
+	fmt.Fprintf(stdout, "%d simulated replicas %s, model time %g× faster than the clock", spec.Replicas, cpu, spec.Speed)
+	if spec.ScaleAt > 0 {
+		fmt.Fprintf(stdout, "; a replica is added at %g s (model time), loading for %v", spec.ScaleAt.Seconds(), spec.LoadDelay)
+	}
+	fmt.Fprintf(stdout, "\nresults: %s\n\n", dir)
 	return nil
 }

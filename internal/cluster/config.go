@@ -9,30 +9,8 @@ import (
 	"github.com/llm-ring/llm-ring/internal/config"
 )
 
-// The configuration types are internal/config's (the router's YAML, which the
-// simulator also reads, must not depend on memberlist); these aliases keep
-// this package's API readable.
-type (
-	// Config is the `cluster:` block of router.yaml (config.Cluster).
-	Config = config.Cluster
-	// Peers says where the other router instances are found.
-	Peers = config.ClusterPeers
-	// Kubernetes names the headless Service of the router pods.
-	Kubernetes = config.ClusterKubernetes
-	// Duration is a duration written as a Go duration string.
-	Duration = config.Duration
-)
-
-// Modes of Config.Mode and Peers.Mode.
-const (
-	ModeNone        = config.ClusterNone
-	ModeGossip      = config.ClusterGossip
-	PeersStatic     = config.ClusterPeersStatic
-	PeersKubernetes = config.ClusterPeersKubernetes
-)
-
 // advertise expands ${VAR} in c.Advertise with getenv and checks the result.
-func advertise(c *Config, getenv func(string) string) (string, error) {
+func advertise(c *config.Cluster, getenv func(string) string) (string, error) {
 	if c.Advertise == "" {
 		return "", nil
 	}

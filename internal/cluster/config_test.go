@@ -6,15 +6,17 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/llm-ring/llm-ring/internal/config"
 )
 
-func validGossip() Config {
-	return Config{
-		Mode: ModeGossip, Bind: "0.0.0.0:7946", Advertise: "${POD_IP}:7946",
-		Peers:         Peers{Mode: PeersKubernetes, Kubernetes: &Kubernetes{Namespace: "llm-ring", Service: "router-peers", PortName: "gossip"}},
+func validGossip() config.Cluster {
+	return config.Cluster{
+		Mode: config.ClusterGossip, Bind: "0.0.0.0:7946", Advertise: "${POD_IP}:7946",
+		Peers:         config.ClusterPeers{Mode: config.ClusterPeersKubernetes, Kubernetes: &config.ClusterKubernetes{Namespace: "llm-ring", Service: "router-peers", PortName: "gossip"}},
 		SecretFile:    "/etc/llm-ring/gossip/key",
-		SyncInterval:  Duration(time.Second),
-		FlushInterval: Duration(5 * time.Millisecond),
+		SyncInterval:  config.Duration(time.Second),
+		FlushInterval: config.Duration(5 * time.Millisecond),
 	}
 }
 
@@ -22,24 +24,26 @@ func validGossip() Config {
 func TestConfigValidate(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		edit func(*Config)
+		edit func(*config.Cluster)
 		want string
 	}{
-		{"shipped gossip block", func(*Config) {}, ""},
-		{"mode none needs nothing else", func(c *Config) { *c = Config{Mode: ModeNone} }, ""},
-		{"unknown mode", func(c *Config) { c.Mode = "raft" }, "cluster.mode: must be none or gossip"},
-		{"bind without port", func(c *Config) { c.Bind = "0.0.0.0" }, "cluster.bind:"},
-		{"bind on a host name", func(c *Config) { c.Bind = "router:7946" }, "cluster.bind: \"router:7946\": host must be an IP"},
-		{"literal advertise checked", func(c *Config) { c.Advertise = "10.0.0.1:x" }, "cluster.advertise:"},
-		{"static peers listed", func(c *Config) { c.Peers = Peers{Mode: PeersStatic} }, "cluster.peers.static: must list"},
-		{"static peer without port", func(c *Config) { c.Peers = Peers{Mode: PeersStatic, Static: []string{"router-0"}} }, "cluster.peers.static[0]:"},
-		{"kubernetes block missing", func(c *Config) { c.Peers.Kubernetes = nil }, "cluster.peers.kubernetes: missing"},
-		{"kubernetes port name", func(c *Config) { c.Peers.Kubernetes.PortName = "" }, "cluster.peers.kubernetes.port_name"},
-		{"unknown peers mode", func(c *Config) { c.Peers.Mode = "dns" }, "cluster.peers.mode"},
-		{"secret required", func(c *Config) { c.SecretFile = "" }, "cluster.secret_file: required"},
-		{"sync too fast", func(c *Config) { c.SyncInterval = Duration(time.Millisecond) }, "cluster.sync_interval"},
-		{"flush zero", func(c *Config) { c.FlushInterval = 0 }, "cluster.flush_interval"},
-		{"flush not shorter than sync", func(c *Config) { c.FlushInterval = Duration(time.Second) }, "cluster.flush_interval: must be shorter"},
+		{"shipped gossip block", func(*config.Cluster) {}, ""},
+		{"mode none needs nothing else", func(c *config.Cluster) { *c = config.Cluster{Mode: config.ClusterNone} }, ""},
+		{"unknown mode", func(c *config.Cluster) { c.Mode = "raft" }, "cluster.mode: must be none or gossip"},
+		{"bind without port", func(c *config.Cluster) { c.Bind = "0.0.0.0" }, "cluster.bind:"},
+		{"bind on a host name", func(c *config.Cluster) { c.Bind = "router:7946" }, "cluster.bind: \"router:7946\": host must be an IP"},
+		{"literal advertise checked", func(c *config.Cluster) { c.Advertise = "10.0.0.1:x" }, "cluster.advertise:"},
+		{"static peers listed", func(c *config.Cluster) { c.Peers = config.ClusterPeers{Mode: config.ClusterPeersStatic} }, "cluster.peers.static: must list"},
+		{"static peer without port", func(c *config.Cluster) {
+			c.Peers = config.ClusterPeers{Mode: config.ClusterPeersStatic, Static: []string{"router-0"}}
+		}, "cluster.peers.static[0]:"},
+		{"kubernetes block missing", func(c *config.Cluster) { c.Peers.Kubernetes = nil }, "cluster.peers.kubernetes: missing"},
+		{"kubernetes port name", func(c *config.Cluster) { c.Peers.Kubernetes.PortName = "" }, "cluster.peers.kubernetes.port_name"},
+		{"unknown peers mode", func(c *config.Cluster) { c.Peers.Mode = "dns" }, "cluster.peers.mode"},
+		{"secret required", func(c *config.Cluster) { c.SecretFile = "" }, "cluster.secret_file: required"},
+		{"sync too fast", func(c *config.Cluster) { c.SyncInterval = config.Duration(time.Millisecond) }, "cluster.sync_interval"},
+		{"flush zero", func(c *config.Cluster) { c.FlushInterval = 0 }, "cluster.flush_interval"},
+		{"flush not shorter than sync", func(c *config.Cluster) { c.FlushInterval = config.Duration(time.Second) }, "cluster.flush_interval: must be shorter"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := validGossip()

@@ -9,7 +9,7 @@ import (
 
 // loadBook holds every peer's last-known in-flight loads and their sum per
 // replica. It is pure (time comes in as an argument) and not safe for
-// concurrent use: Node guards it with a mutex.
+// concurrent use: Node guards it with its bookMu.
 //
 // Rules that keep it correct whatever the network does:
 //   - values are absolute (a peer's current load on a replica), never
@@ -184,7 +184,8 @@ func (b *loadBook) peerNames() []string {
 }
 
 // localLoads is this instance's own in-flight load per replica and what
-// changed since the last push. Not safe for concurrent use.
+// changed since the last push. Not safe for concurrent use: Node guards it
+// with its mu, with the queues it is pushed with.
 type localLoads struct {
 	cur   map[string]Load
 	dirty map[string]bool

@@ -19,7 +19,8 @@ const (
 
 // metrics are the node's Prometheus series. Labels are bounded: kind is one
 // of the five message kinds, reason one of the drop reasons above; no label
-// carries a peer or replica name.
+// carries a peer or replica name. Safe for concurrent use (Prometheus
+// counters); set once by New, never replaced.
 type metrics struct {
 	sent, received, dropped *prometheus.CounterVec
 	bytesSent, bytesRecv    *prometheus.CounterVec

@@ -30,10 +30,7 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -47,6 +44,8 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/llm-ring/llm-ring/internal/config"
 )
 
 // Applier receives the updates other instances publish.
@@ -64,7 +63,7 @@ type Applier interface {
 // Options configures New.
 type Options struct {
 	// Config is the validated cluster block; Mode must be gossip.
-	Config Config
+	Config config.Cluster
 	// Name identifies this instance among its peers; "" uses the host
 	// name (the pod name on Kubernetes). Names must be unique.
 	Name string
@@ -123,11 +122,26 @@ const (
 	leaveTimeout = 2 * time.Second
 )
 
-// Node is one router instance's membership in the cluster. All exported
-// methods are safe for concurrent use; the Publish and AddLoad methods only
-// take a short lock and enqueue.
+// Node is one router instance's membership in the cluster.
+//
+// Locking: every exported method is safe for concurrent use. A Node holds
+// three mutexes, each guarding its own fields and never held while another
+// is taken, while a callback runs (the Applier, the PeerSource's update, a
+// log handler) or while a packet is sent:
+//   - mu guards the outgoing side: local (this instance's loads) and the
+//     queues outP, outT, outX. Publish and AddLoad take it briefly to
+//     enqueue; the push loop takes it to drain the queues.
+//   - bookMu guards book, the peers' loads: read-locked by RemoteLoad on
+//     every pick, write-locked by received load messages and membership
+//     events.
+//   - peersMu guards what membership knows: known (the PeerSource's
+//     addresses) and members (copies of the alive peers' nodes).
+//
+// The name interner has a lock of its own (interner). memberlist calls the
+// delegate and the event handlers from its goroutines, the events under its
+// own lock: they take only the Node's locks above, which call nothing.
 type Node struct {
-	cfg     Config
+	cfg     config.Cluster
 	name    string
 	gen     uint64
 	log     *slog.Logger
@@ -137,7 +151,7 @@ type Node struct {
 	m       *metrics
 	dropOut func(Kind) bool
 
-	mu    sync.Mutex // guards local, outP, outT, outX
+	mu    sync.Mutex
 	local *localLoads
 	outP  []Placement
 	outT  []Turn
@@ -145,46 +159,36 @@ type Node struct {
 	kick  chan struct{} // a push is pending
 	now   chan struct{} // a push is pending that must not wait (a release)
 
-	bookMu sync.RWMutex // guards book
+	bookMu sync.RWMutex
 	book   *loadBook
 
-	internMu sync.RWMutex
-	intern   map[string]string
-
-	knownMu sync.Mutex
-	known   []string // peer addresses from the PeerSource
-	rejoin  chan struct{}
-
-	crashed atomic.Bool // tests: memberlist shut down without leaving
+	intern interner
 
 	// members are copies of the alive peers, kept from membership events.
 	// (memberlist's Members returns pointers into state it keeps mutating,
 	// which the race detector rightly flags; events run under its lock.)
-	membersMu sync.RWMutex
-	members   map[string]*memberlist.Node
-	addr      string
+	peersMu sync.RWMutex
+	known   []string // peer addresses from the PeerSource
+	members map[string]*memberlist.Node
+	rejoin  chan struct{}
+
+	crashed atomic.Bool // tests: memberlist shut down without leaving
+	addr    string      // set by New, read-only after
 }
 
 // New checks the options, reads the key and starts memberlist (it binds the
 // gossip port), without contacting any peer: Run joins.
 func New(opts Options) (*Node, error) {
 	cfg := opts.Config
-	if cfg.Mode != ModeGossip {
+	if cfg.Mode != config.ClusterGossip {
 		return nil, fmt.Errorf("cluster.mode: %w (got %q)", ErrNotGossip, cfg.Mode)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	key := opts.Key
-	if key == nil {
-		k, err := ReadKey(cfg.SecretFile)
-		if err != nil {
-			return nil, err
-		}
-		key = k
-	}
-	if !keyLen(len(key)) {
-		return nil, fmt.Errorf("cluster.secret_file: key of %d bytes; want 16, 24 or 32", len(key))
+	key, err := nodeKey(&opts)
+	if err != nil {
+		return nil, err
 	}
 	getenv := opts.Getenv
 	if getenv == nil {
@@ -210,7 +214,6 @@ func New(opts Options) (*Node, error) {
 			return nil, err
 		}
 	}
-
 	n := &Node{
 		cfg:     cfg,
 		name:    name,
@@ -223,13 +226,46 @@ func New(opts Options) (*Node, error) {
 		kick:    make(chan struct{}, 1),
 		now:     make(chan struct{}, 1),
 		book:    newLoadBook(),
-		intern:  map[string]string{},
 		rejoin:  make(chan struct{}, 1),
 		members: map[string]*memberlist.Node{},
 	}
+	mc := n.memberlistConfig(key, adv)
+	if opts.tune != nil {
+		opts.tune(mc)
+	}
+	n.m = newMetrics(opts.Registerer, n)
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		return nil, fmt.Errorf("cluster.bind: %w", err)
+	}
+	n.ml = ml
+	n.addr = ml.LocalNode().Address()
+	return n, nil
+}
 
+// nodeKey returns the gossip key: the options', or the secret file's.
+func nodeKey(opts *Options) ([]byte, error) {
+	key := opts.Key
+	if key == nil {
+		k, err := ReadKey(opts.Config.SecretFile)
+		if err != nil {
+			return nil, err
+		}
+		key = k
+	}
+	if !keyLen(len(key)) {
+		return nil, fmt.Errorf("cluster.secret_file: key of %d bytes; want 16, 24 or 32", len(key))
+	}
+	return key, nil
+}
+
+// memberlistConfig is memberlist's configuration for the node: its bind
+// and advertised addresses (adv: host:port, or "" for the bind address),
+// the key, and the node as delegate and event handler.
+func (n *Node) memberlistConfig(key []byte, adv string) *memberlist.Config {
+	cfg := &n.cfg
 	mc := memberlist.DefaultLANConfig()
-	mc.Name = name
+	mc.Name = n.name
 	host, port, _ := net.SplitHostPort(cfg.Bind) // validated
 	mc.BindAddr = host
 	mc.BindPort, _ = strconv.Atoi(port)
@@ -253,17 +289,7 @@ func New(opts Options) (*Node, error) {
 	mc.TCPTimeout = min(max(cfg.SyncInterval.D(), time.Second), 10*time.Second)
 	// A restarted pod may come back under its name with a new address.
 	mc.DeadNodeReclaimTime = 30 * time.Second
-	if opts.tune != nil {
-		opts.tune(mc)
-	}
-	n.m = newMetrics(opts.Registerer, n)
-	ml, err := memberlist.Create(mc)
-	if err != nil {
-		return nil, fmt.Errorf("cluster.bind: %w", err)
-	}
-	n.ml = ml
-	n.addr = ml.LocalNode().Address()
-	return n, nil
+	return mc
 }
 
 // Crash shuts memberlist down without leaving, as a killed process does
@@ -293,9 +319,9 @@ func (n *Node) Run(ctx context.Context) error {
 	var srcErr error
 	wg.Go(func() {
 		srcErr = n.peers.Run(ctx, func(addrs []string) {
-			n.knownMu.Lock()
+			n.peersMu.Lock()
 			n.known = slices.Clone(addrs)
-			n.knownMu.Unlock()
+			n.peersMu.Unlock()
 			signal(n.rejoin)
 		})
 		if srcErr != nil {
@@ -463,8 +489,8 @@ func (n *Node) Status() Status {
 }
 
 func (n *Node) alivePeers() int {
-	n.membersMu.RLock()
-	defer n.membersMu.RUnlock()
+	n.peersMu.RLock()
+	defer n.peersMu.RUnlock()
 	return len(n.members)
 }
 
@@ -486,436 +512,23 @@ func (n *Node) maxStaleness() time.Duration {
 // targets returns the alive peers (not this node), sorted by name. The
 // nodes are the node's own copies: never modified after an event stores them.
 func (n *Node) targets() []*memberlist.Node {
-	n.membersMu.RLock()
+	n.peersMu.RLock()
 	out := make([]*memberlist.Node, 0, len(n.members))
 	for _, m := range n.members {
 		out = append(out, m)
 	}
-	n.membersMu.RUnlock()
+	n.peersMu.RUnlock()
 	slices.SortFunc(out, func(a, b *memberlist.Node) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
 // setMember stores a copy of m (called under memberlist's lock).
 func (n *Node) setMember(m *memberlist.Node, alive bool) {
-	n.membersMu.Lock()
-	defer n.membersMu.Unlock()
+	n.peersMu.Lock()
+	defer n.peersMu.Unlock()
 	if !alive {
 		delete(n.members, m.Name)
 		return
 	}
 	n.members[m.Name] = &memberlist.Node{Name: m.Name, Addr: slices.Clone(m.Addr), Port: m.Port}
-}
-
-// pushLoop waits for a change, lets changes accumulate for the flush
-// interval, then pushes them all; a turn (routed or failed) and a release
-// (a load decrease, a placement, a lost cache) are pushed at once, with
-// whatever else is pending.
-//
-// Why releases do not wait (issue #13, measured live): the router releases a
-// request when the replica's answer ends, just before its last bytes reach
-// the client, and a client with no think time sends its next turn at once —
-// possibly to another instance. Batched for 5 ms, that turn found the
-// previous one still in flight there and no placement yet, and was
-// redirected away from its cache. Increases may wait: a request that starts
-// is seen by peers a flush interval late, which only matters for arrivals
-// within that window.
-func (n *Node) pushLoop(ctx context.Context) {
-	t := time.NewTimer(0)
-	<-t.C
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-n.now:
-			n.push()
-			continue
-		case <-n.kick:
-		}
-		t.Reset(n.cfg.FlushInterval.D())
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		case <-n.now:
-			t.Stop()
-		}
-		n.push()
-	}
-}
-
-// Flush pushes every pending change now, on the caller's goroutine (a few
-// UDP sends per peer; it does not wait for an answer). The router calls it
-// when it releases a request, before the answer's last bytes reach the
-// client, so that the client's next turn, wherever it is sent, finds the
-// release applied (see pushLoop). It is safe for concurrent use with the
-// push loop: loads travel as absolute values under increasing Seqs, and a
-// push that overtakes another only makes the other's entries stale.
-func (n *Node) Flush() { n.push() }
-
-// push sends every pending change as UDP packets to every alive peer.
-func (n *Node) push() {
-	n.mu.Lock()
-	seq, loads := n.local.takeDirty()
-	ps, ts, xs := n.outP, n.outT, n.outX
-	n.outP, n.outT, n.outX = nil, nil, nil
-	n.mu.Unlock()
-
-	var pkts [][]byte
-	var kinds []Kind
-	add := func(b []byte, k Kind) { pkts, kinds = append(pkts, b), append(kinds, k) }
-
-	if len(loads) > 0 {
-		start := func() []byte { return appendLoadHeader(make([]byte, 0, maxPacket), false, n.name, n.gen, seq) }
-		b := start()
-		hdr := len(b)
-		for _, e := range loads {
-			before := len(b)
-			b = appendLoadEntry(b, e)
-			if len(b) > maxPacket && before > hdr {
-				add(b[:before], KindLoadDelta)
-				b = appendLoadEntry(start(), e)
-			}
-		}
-		add(b, KindLoadDelta)
-	}
-	// Turns before placements: a turn routed and answered within one batch
-	// is announced, then answered (which forgets it), in that order.
-	packItems(ts, KindTurn, turnAt, appendTurn, add)
-	packItems(ps, KindPlacement, placementAt, appendPlacement, add)
-	packItems(xs, KindPrefix, prefixAt, appendPrefix, add)
-	if len(pkts) == 0 {
-		return
-	}
-	to := n.targets()
-	for i, pkt := range pkts {
-		k := kinds[i].String()
-		if len(to) == 0 {
-			n.m.dropped.WithLabelValues(k, dropNoPeer).Inc()
-			continue
-		}
-		if n.dropOut != nil && n.dropOut(kinds[i]) {
-			n.m.dropped.WithLabelValues(k, dropTestHook).Add(float64(len(to)))
-			continue
-		}
-		for _, t := range to {
-			if err := n.ml.SendBestEffort(t, pkt); err != nil {
-				n.m.dropped.WithLabelValues(k, dropSendError).Inc()
-				n.log.Debug("cluster_push_failed", "peer", t.Name, "err", err)
-				continue
-			}
-			n.m.sent.WithLabelValues(k).Inc()
-			n.m.bytesSent.WithLabelValues(k).Add(float64(len(pkt)))
-		}
-	}
-}
-
-// packItems encodes items into as few packets of at most maxPacket bytes as
-// they fit, each with its own base time.
-func packItems[T any](items []T, kind Kind, at func(T) int64, appendItem func([]byte, int64, T) []byte, add func([]byte, Kind)) {
-	if len(items) == 0 {
-		return
-	}
-	var b []byte
-	var base int64
-	var hdr int
-	start := func(it T) {
-		base = max(at(it), 0)
-		b = binary.AppendUvarint(appendHeader(make([]byte, 0, maxPacket), kind), uint64(base))
-		hdr = len(b)
-	}
-	start(items[0])
-	for _, it := range items {
-		before := len(b)
-		b = appendItem(b, base, it)
-		if len(b) > maxPacket && before > hdr {
-			add(b[:before], kind)
-			start(it)
-			b = appendItem(b, base, it)
-		}
-	}
-	add(b, kind)
-}
-
-// syncLoop sends the full load snapshot to every alive peer each sync
-// interval, and forgets long-gone peers.
-func (n *Node) syncLoop(ctx context.Context) {
-	t := time.NewTicker(n.cfg.SyncInterval.D())
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		n.sendSnapshots()
-		n.bookMu.Lock()
-		n.book.prune(time.Now(), forgetPeer)
-		n.bookMu.Unlock()
-	}
-}
-
-// snapshot encodes this instance's full load view under a new Seq.
-func (n *Node) snapshot() []byte {
-	n.mu.Lock()
-	seq, entries := n.local.snapshot()
-	n.mu.Unlock()
-	b := appendLoadHeader(nil, true, n.name, n.gen, seq)
-	for _, e := range entries {
-		b = appendLoadEntry(b, e)
-	}
-	if len(b) > maxMessage {
-		n.m.dropped.WithLabelValues(KindLoadSnapshot.String(), dropOversized).Inc()
-		n.log.Error("cluster_snapshot_oversized", "bytes", len(b), "replicas", len(entries))
-		return nil
-	}
-	return b
-}
-
-func (n *Node) sendSnapshots() {
-	to := n.targets()
-	if len(to) == 0 {
-		return
-	}
-	b := n.snapshot()
-	if b == nil {
-		return
-	}
-	k := KindLoadSnapshot.String()
-	for _, t := range to {
-		if n.dropOut != nil && n.dropOut(KindLoadSnapshot) {
-			n.m.dropped.WithLabelValues(k, dropTestHook).Inc()
-			continue
-		}
-		if err := n.ml.SendReliable(t, b); err != nil {
-			n.m.dropped.WithLabelValues(k, dropSendError).Inc()
-			n.log.Debug("cluster_snapshot_failed", "peer", t.Name, "err", err)
-			continue
-		}
-		n.m.sent.WithLabelValues(k).Inc()
-		n.m.bytesSent.WithLabelValues(k).Add(float64(len(b)))
-	}
-}
-
-// joinLoop joins the published peers that are not members, when the set
-// changes and every sync interval, and logs when the node becomes or stops
-// being isolated.
-func (n *Node) joinLoop(ctx context.Context) {
-	t := time.NewTicker(n.cfg.SyncInterval.D())
-	defer t.Stop()
-	wasIsolated := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-n.rejoin:
-		case <-t.C:
-		}
-		n.join(ctx)
-		iso := n.alivePeers() == 0
-		n.knownMu.Lock()
-		expected := len(n.known) > 0
-		n.knownMu.Unlock()
-		switch {
-		case iso && !wasIsolated && expected:
-			n.log.Warn("cluster_isolated", "msg", "no peer reachable; routing on this instance's view alone")
-		case !iso && wasIsolated:
-			n.log.Info("cluster_joined", "peers", n.alivePeers())
-		}
-		wasIsolated = iso && expected
-	}
-}
-
-// join asks memberlist to join every published address that is neither
-// this node nor an alive member. Names are resolved so that a host name and
-// the member's IP compare equal.
-func (n *Node) join(ctx context.Context) {
-	n.knownMu.Lock()
-	known := n.known
-	n.knownMu.Unlock()
-	if len(known) == 0 {
-		return
-	}
-	have := map[string]bool{n.Addr(): true}
-	for _, m := range n.targets() {
-		have[m.Address()] = true
-	}
-	var missing []string
-	for _, a := range known {
-		if !have[a] && !have[resolve(ctx, a)] {
-			missing = append(missing, a)
-		}
-	}
-	if len(missing) == 0 {
-		return
-	}
-	joined, err := n.ml.Join(missing)
-	n.log.Debug("cluster_join", "addrs", missing, "joined", joined, "err", err)
-}
-
-// resolve maps host:port to ip:port (first address), or returns a as is.
-func resolve(ctx context.Context, a string) string {
-	host, port, err := net.SplitHostPort(a)
-	if err != nil || net.ParseIP(host) != nil {
-		return a
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	ips, err := net.DefaultResolver.LookupHost(ctx, host)
-	if err != nil || len(ips) == 0 {
-		return a
-	}
-	return net.JoinHostPort(ips[0], port)
-}
-
-// internName returns a shared string equal to b, so that decoding a known
-// name allocates nothing. The table is bounded.
-func (n *Node) internName(b []byte) string {
-	n.internMu.RLock()
-	s, ok := n.intern[string(b)]
-	n.internMu.RUnlock()
-	if ok {
-		return s
-	}
-	s = string(b)
-	n.internMu.Lock()
-	if len(n.intern) < maxInterned {
-		n.intern[s] = s
-	}
-	n.internMu.Unlock()
-	return s
-}
-
-// receive decodes and applies one message from a peer.
-func (n *Node) receive(b []byte, fromState bool) {
-	msg, err := decode(b, n.internName)
-	if err != nil {
-		n.m.decodeErrors.Inc()
-		n.log.Debug("cluster_decode_error", "err", err, "bytes", len(b))
-		return
-	}
-	k := msg.Kind.String()
-	if fromState && msg.Kind != KindLoadSnapshot {
-		n.m.dropped.WithLabelValues(k, dropWrongKind).Inc()
-		return
-	}
-	n.m.received.WithLabelValues(k).Inc()
-	n.m.bytesRecv.WithLabelValues(k).Add(float64(len(b)))
-	switch msg.Kind {
-	case KindPlacement:
-		if n.applier != nil {
-			for _, p := range msg.Placements {
-				n.applier.ApplyPlacement(p)
-			}
-		}
-	case KindTurn:
-		if n.applier != nil {
-			for _, t := range msg.Turns {
-				n.applier.ApplyTurn(t)
-			}
-		}
-	case KindPrefix:
-		if n.applier != nil {
-			for _, u := range msg.Prefixes {
-				n.applier.ApplyPrefix(u)
-			}
-		}
-	case KindLoadDelta, KindLoadSnapshot:
-		if msg.Load.Origin == n.name {
-			return
-		}
-		n.bookMu.Lock()
-		res := n.book.apply(msg.Load, time.Now())
-		n.bookMu.Unlock()
-		switch {
-		case res.unknownPeer:
-			n.m.dropped.WithLabelValues(k, dropUnknown).Inc()
-		case res.oldGen:
-			n.m.dropped.WithLabelValues(k, dropOldGen).Inc()
-		case res.stale > 0:
-			n.m.dropped.WithLabelValues(k, dropStale).Add(float64(res.stale))
-		}
-	}
-}
-
-// delegate is memberlist's view of the node (kept off Node's API).
-type delegate struct{ n *Node }
-
-func (delegate) NodeMeta(int) []byte { return nil }
-
-// NotifyMsg receives a push (UDP) or a snapshot (TCP). b is not retained:
-// decode copies what it keeps.
-func (d delegate) NotifyMsg(b []byte) { d.n.receive(b, false) }
-
-// GetBroadcasts returns nothing: pushes go out through push, not memberlist's
-// gossip queue (docs/cluster.md).
-func (delegate) GetBroadcasts(int, int) [][]byte { return nil }
-
-// LocalState hands memberlist our load snapshot for its join and periodic
-// push-pull exchanges: a joining peer learns our loads at once.
-func (d delegate) LocalState(bool) []byte { return d.n.snapshot() }
-
-func (d delegate) MergeRemoteState(b []byte, _ bool) {
-	if len(b) > 0 {
-		d.n.receive(b, true)
-	}
-}
-
-// events follows membership: joins enable a peer's loads, leaves and
-// failures drop them at once.
-type events struct{ n *Node }
-
-func (e events) NotifyJoin(m *memberlist.Node) {
-	if m.Name == e.n.name {
-		return
-	}
-	e.n.setMember(m, true)
-	e.n.bookMu.Lock()
-	e.n.book.join(m.Name)
-	e.n.bookMu.Unlock()
-	e.n.log.Info("cluster_peer_joined", "peer", m.Name, "addr", m.Address())
-}
-
-func (e events) NotifyLeave(m *memberlist.Node) {
-	if m.Name == e.n.name {
-		return
-	}
-	e.n.setMember(m, false)
-	e.n.bookMu.Lock()
-	e.n.book.leave(m.Name, time.Now())
-	e.n.bookMu.Unlock()
-	e.n.log.Info("cluster_peer_left", "peer", m.Name, "addr", m.Address())
-}
-
-// NotifyUpdate keeps the peer's address current.
-func (e events) NotifyUpdate(m *memberlist.Node) {
-	if m.Name != e.n.name {
-		e.n.setMember(m, true)
-	}
-}
-
-// ErrNotGossip is returned by New for a configuration whose mode is not
-// gossip.
-var ErrNotGossip = errors.New("cluster mode is not gossip")
-
-// logWriter turns memberlist's log lines ("[WARN] memberlist: ...") into
-// slog records at the matching level.
-type logWriter struct{ log *slog.Logger }
-
-func (w logWriter) Write(p []byte) (int, error) {
-	line := bytes.TrimSpace(p)
-	level := slog.LevelInfo
-	for _, l := range []struct {
-		tag   string
-		level slog.Level
-	}{{"[DEBUG]", slog.LevelDebug}, {"[INFO]", slog.LevelInfo}, {"[WARN]", slog.LevelWarn}, {"[ERR]", slog.LevelError}} {
-		if i := bytes.Index(line, []byte(l.tag)); i >= 0 {
-			level = l.level
-			line = bytes.TrimSpace(line[i+len(l.tag):])
-			break
-		}
-	}
-	w.log.Log(context.Background(), level, "memberlist", "line", string(line))
-	return len(p), nil
 }

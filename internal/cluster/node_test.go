@@ -11,6 +11,8 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/llm-ring/llm-ring/internal/config"
 )
 
 // Generous: the machine is shared; "eventually" never asserts a speed.
@@ -95,7 +97,7 @@ type nodeOpt func(*Options)
 func withKey(k []byte) nodeOpt           { return func(o *Options) { o.Key = k } }
 func withDrop(f func(Kind) bool) nodeOpt { return func(o *Options) { o.dropOut = f } }
 func withSync(d time.Duration) nodeOpt {
-	return func(o *Options) { o.Config.SyncInterval = Duration(d) }
+	return func(o *Options) { o.Config.SyncInterval = config.Duration(d) }
 }
 func withPeers(addrs ...string) nodeOpt { return func(o *Options) { o.Peers = StaticPeers(addrs) } }
 
@@ -105,12 +107,12 @@ func startNode(t testing.TB, name string, opts ...nodeOpt) *testNode {
 	t.Helper()
 	tn := &testNode{rec: &recorder{}, reg: prometheus.NewRegistry(), done: make(chan struct{})}
 	o := Options{
-		Config: Config{
-			Mode: ModeGossip, Bind: "127.0.0.1:0",
-			Peers:         Peers{Mode: PeersStatic, Static: []string{"127.0.0.1:1"}},
+		Config: config.Cluster{
+			Mode: config.ClusterGossip, Bind: "127.0.0.1:0",
+			Peers:         config.ClusterPeers{Mode: config.ClusterPeersStatic, Static: []string{"127.0.0.1:1"}},
 			SecretFile:    "unused: Key is set",
-			SyncInterval:  Duration(200 * time.Millisecond),
-			FlushInterval: Duration(5 * time.Millisecond),
+			SyncInterval:  config.Duration(200 * time.Millisecond),
+			FlushInterval: config.Duration(5 * time.Millisecond),
 		},
 		Name: name, Key: keyA, Applier: tn.rec, Registerer: tn.reg,
 		Peers: StaticPeers(nil), tune: fastMemberlist,

@@ -7,7 +7,9 @@ import (
 	"net/url"
 	"slices"
 
+	"github.com/llm-ring/llm-ring/internal/config"
 	"github.com/llm-ring/llm-ring/internal/discovery"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 )
 
 // PeerSource publishes the gossip addresses (host:port) of the router
@@ -42,7 +44,7 @@ type SourcePeers struct {
 
 // Run runs the source and converts each set.
 func (s SourcePeers) Run(ctx context.Context, update func([]string)) error {
-	return s.Source.Run(ctx, func(rs []discovery.Replica) {
+	return s.Source.Run(ctx, func(rs []replicaset.Replica) {
 		addrs := make([]string, 0, len(rs))
 		for _, r := range rs {
 			u, err := url.Parse(r.URL)
@@ -60,11 +62,11 @@ func (s SourcePeers) Run(ctx context.Context, update func([]string)) error {
 }
 
 // NewPeerSource builds the source cfg.Peers selects.
-func NewPeerSource(cfg Peers, log *slog.Logger) (PeerSource, error) {
+func NewPeerSource(cfg config.ClusterPeers, log *slog.Logger) (PeerSource, error) {
 	switch cfg.Mode {
-	case PeersStatic:
+	case config.ClusterPeersStatic:
 		return StaticPeers(cfg.Static), nil
-	case PeersKubernetes:
+	case config.ClusterPeersKubernetes:
 		if cfg.Kubernetes == nil {
 			return nil, fmt.Errorf("cluster.peers.kubernetes: missing")
 		}

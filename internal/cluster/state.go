@@ -8,6 +8,12 @@ import "github.com/llm-ring/llm-ring/internal/state"
 //	n, _ := cluster.New(cluster.Options{Config: cfg, Applier: cluster.TableApplier{Table: t}})
 //	t.SetPeers(cluster.TablePeers{Node: n})
 
+// Locking: the adapters hold no state and no lock of their own. The table
+// calls TablePeers under its lock; TablePeers takes only the Node's enqueue
+// lock (Node.mu, or bookMu read-locked for RemoteLoad), which calls nothing,
+// so the two locks are always taken in that order. TableApplier runs on
+// memberlist's goroutines with no Node lock held, and takes the table's.
+
 // TablePeers is a Node seen by the routing state: state.Peers.
 type TablePeers struct{ Node *Node }
 

@@ -398,82 +398,13 @@ func decode(b []byte, intern func([]byte) string) (message, error) {
 	r := reader{b: b[headerLen:]}
 	switch m.Kind {
 	case KindPlacement:
-		base := r.count("base time")
-		for r.err == nil && len(r.b) > 0 {
-			p := Placement{Key: r.u64("key")}
-			p.Replica = r.name("replica", intern)
-			p.CachedTokens = r.int("cached tokens")
-			p.PromptTokens = r.int("prompt tokens")
-			p.PromptChars = r.int("prompt chars")
-			p.At = r.at(base)
-			if r.err == nil {
-				m.Placements = append(m.Placements, p)
-			}
-		}
-		if r.err == nil && len(m.Placements) == 0 {
-			r.fail("placement message without items")
-		}
+		m.Placements = decodePlacements(&r, intern)
 	case KindTurn:
-		base := r.count("base time")
-		for r.err == nil && len(r.b) > 0 {
-			t := Turn{Key: r.u64("key")}
-			t.Replica = r.name("replica", intern)
-			failed := r.byte1("failed")
-			if r.err == nil && failed > 1 {
-				r.fail("failed flag %d", failed)
-			}
-			t.Failed = failed == 1
-			t.ChargeTokens = r.count("charge")
-			t.PromptTokens = r.int("prompt tokens")
-			t.OutputTokens = r.int("output tokens")
-			t.PromptChars = r.int("prompt chars")
-			t.At = r.at(base)
-			if r.err == nil {
-				m.Turns = append(m.Turns, t)
-			}
-		}
-		if r.err == nil && len(m.Turns) == 0 {
-			r.fail("turn message without items")
-		}
+		m.Turns = decodeTurns(&r, intern)
 	case KindPrefix:
-		base := r.count("base time")
-		for r.err == nil && len(r.b) > 0 {
-			u := PrefixUpdate{Replica: r.name("replica", intern)}
-			op := r.byte1("op")
-			if r.err == nil && op > byte(PrefixLost) {
-				r.fail("unknown prefix op %d", op)
-			}
-			u.Op = PrefixOp(op)
-			u.At = r.at(base)
-			n := r.uvarint("hash count")
-			if r.err == nil && (n == 0 || n > uint64(len(r.b))/8) {
-				r.fail("hash count %d with %d bytes left", n, len(r.b))
-			}
-			if r.err != nil {
-				break
-			}
-			u.Hashes = make([]uint64, n)
-			for i := range u.Hashes {
-				u.Hashes[i] = r.u64("hash")
-			}
-			m.Prefixes = append(m.Prefixes, u)
-		}
-		if r.err == nil && len(m.Prefixes) == 0 {
-			r.fail("prefix message without items")
-		}
+		m.Prefixes = decodePrefixes(&r, intern)
 	case KindLoadDelta, KindLoadSnapshot:
-		m.Load.Full = m.Kind == KindLoadSnapshot
-		m.Load.Origin = r.name("origin", intern)
-		m.Load.Gen = r.uvarint("generation")
-		m.Load.Seq = r.uvarint("sequence")
-		for r.err == nil && len(r.b) > 0 {
-			e := LoadEntry{Replica: r.name("replica", intern)}
-			e.Load.Requests = r.count("requests")
-			e.Load.Tokens = r.count("tokens")
-			if r.err == nil {
-				m.Load.Entries = append(m.Load.Entries, e)
-			}
-		}
+		m.Load = decodeLoads(&r, intern, m.Kind == KindLoadSnapshot)
 	default:
 		return message{}, malformed("unknown kind %d", b[1])
 	}
@@ -481,6 +412,103 @@ func decode(b []byte, intern func([]byte) string) (message, error) {
 		return message{}, fmt.Errorf("%s message: %w", m.Kind, r.err)
 	}
 	return m, nil
+}
+
+// decodePlacements reads a placement message's items (r.err says whether
+// they are valid).
+func decodePlacements(r *reader, intern func([]byte) string) []Placement {
+	var out []Placement
+	base := r.count("base time")
+	for r.err == nil && len(r.b) > 0 {
+		p := Placement{Key: r.u64("key")}
+		p.Replica = r.name("replica", intern)
+		p.CachedTokens = r.int("cached tokens")
+		p.PromptTokens = r.int("prompt tokens")
+		p.PromptChars = r.int("prompt chars")
+		p.At = r.at(base)
+		if r.err == nil {
+			out = append(out, p)
+		}
+	}
+	if r.err == nil && len(out) == 0 {
+		r.fail("placement message without items")
+	}
+	return out
+}
+
+// decodeTurns reads a turn message's items.
+func decodeTurns(r *reader, intern func([]byte) string) []Turn {
+	var out []Turn
+	base := r.count("base time")
+	for r.err == nil && len(r.b) > 0 {
+		t := Turn{Key: r.u64("key")}
+		t.Replica = r.name("replica", intern)
+		failed := r.byte1("failed")
+		if r.err == nil && failed > 1 {
+			r.fail("failed flag %d", failed)
+		}
+		t.Failed = failed == 1
+		t.ChargeTokens = r.count("charge")
+		t.PromptTokens = r.int("prompt tokens")
+		t.OutputTokens = r.int("output tokens")
+		t.PromptChars = r.int("prompt chars")
+		t.At = r.at(base)
+		if r.err == nil {
+			out = append(out, t)
+		}
+	}
+	if r.err == nil && len(out) == 0 {
+		r.fail("turn message without items")
+	}
+	return out
+}
+
+// decodePrefixes reads a prefix message's items.
+func decodePrefixes(r *reader, intern func([]byte) string) []PrefixUpdate {
+	var out []PrefixUpdate
+	base := r.count("base time")
+	for r.err == nil && len(r.b) > 0 {
+		u := PrefixUpdate{Replica: r.name("replica", intern)}
+		op := r.byte1("op")
+		if r.err == nil && op > byte(PrefixLost) {
+			r.fail("unknown prefix op %d", op)
+		}
+		u.Op = PrefixOp(op)
+		u.At = r.at(base)
+		n := r.uvarint("hash count")
+		if r.err == nil && (n == 0 || n > uint64(len(r.b))/8) {
+			r.fail("hash count %d with %d bytes left", n, len(r.b))
+		}
+		if r.err != nil {
+			break
+		}
+		u.Hashes = make([]uint64, n)
+		for i := range u.Hashes {
+			u.Hashes[i] = r.u64("hash")
+		}
+		out = append(out, u)
+	}
+	if r.err == nil && len(out) == 0 {
+		r.fail("prefix message without items")
+	}
+	return out
+}
+
+// decodeLoads reads a load message (a delta, or a snapshot when full).
+func decodeLoads(r *reader, intern func([]byte) string, full bool) loadMsg {
+	l := loadMsg{Full: full}
+	l.Origin = r.name("origin", intern)
+	l.Gen = r.uvarint("generation")
+	l.Seq = r.uvarint("sequence")
+	for r.err == nil && len(r.b) > 0 {
+		e := LoadEntry{Replica: r.name("replica", intern)}
+		e.Load.Requests = r.count("requests")
+		e.Load.Tokens = r.count("tokens")
+		if r.err == nil {
+			l.Entries = append(l.Entries, e)
+		}
+	}
+	return l
 }
 
 // int reads a count that must fit an int.

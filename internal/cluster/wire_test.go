@@ -170,7 +170,7 @@ func BenchmarkEncodePlacement(b *testing.B) {
 }
 
 func BenchmarkDecode(b *testing.B) {
-	n := &Node{intern: map[string]string{}}
+	var in interner
 	for _, tc := range []struct {
 		name string
 		b    []byte
@@ -184,7 +184,7 @@ func BenchmarkDecode(b *testing.B) {
 			b.SetBytes(int64(len(tc.b)))
 			b.ReportAllocs()
 			for b.Loop() {
-				m, err := decode(tc.b, n.internName)
+				m, err := decode(tc.b, in.name)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -12,7 +12,7 @@ import (
 
 // The cluster block lives here, not in internal/cluster, so that the
 // configuration (which the simulator reads) does not depend on memberlist:
-// internal/cluster aliases these types (cluster.Config = config.Cluster).
+// internal/cluster uses these types as they are.
 
 // Modes of Cluster.Mode and ClusterPeers.Mode.
 const (

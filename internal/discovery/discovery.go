@@ -12,10 +12,6 @@ import (
 	"github.com/llm-ring/llm-ring/internal/replicaset"
 )
 
-// Replica is one ready replica (replicaset.Replica: the core packages use
-// it without importing discovery).
-type Replica = replicaset.Replica
-
 // Source publishes replica sets.
 //
 // Run calls update with the complete, name-sorted set of ready replicas:
@@ -24,25 +20,17 @@ type Replica = replicaset.Replica
 // long. Run returns nil when ctx is done, or an error if the source cannot
 // work at all.
 type Source interface {
-	Run(ctx context.Context, update func([]Replica)) error
+	Run(ctx context.Context, update func([]replicaset.Replica)) error
 }
 
 // Static is a fixed replica list.
-type Static []Replica
+type Static []replicaset.Replica
 
 // Run publishes the list once and waits for ctx.
-func (s Static) Run(ctx context.Context, update func([]Replica)) error {
-	update(Normalize(s))
+func (s Static) Run(ctx context.Context, update func([]replicaset.Replica)) error {
+	update(replicaset.Normalize(s))
 	<-ctx.Done()
 	return nil
 }
 
 var _ Source = Static(nil)
-
-// Normalize returns a copy of rs sorted by name, with duplicate names removed
-// (the first one wins).
-func Normalize(rs []Replica) []Replica { return replicaset.Normalize(rs) }
-
-// Validate checks a static list: names non-empty and unique, URLs absolute
-// http(s) URLs. Errors name the offending entry.
-func Validate(rs []Replica) error { return replicaset.Validate(rs) }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"log/slog"
 	"net"
 	"slices"
@@ -138,7 +139,7 @@ func NewKubernetes(opts KubernetesOptions) (*Kubernetes, error) {
 // slice of another Service, a new not-ready endpoint, a label edit) publish
 // nothing. All publications come from Run's own goroutine. Run returns nil
 // when ctx is done.
-func (k *Kubernetes) Run(ctx context.Context, update func([]Replica)) error {
+func (k *Kubernetes) Run(ctx context.Context, update func([]replicaset.Replica)) error {
 	selector := labels.Set{discoveryv1.LabelServiceName: k.service}.String()
 	informer := discoveryinformers.NewFilteredEndpointSliceInformer(k.client, k.namespace, 0, cache.Indexers{},
 		func(o *metav1.ListOptions) { o.LabelSelector = selector })
@@ -179,7 +180,7 @@ func (k *Kubernetes) Run(ctx context.Context, update func([]Replica)) error {
 	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced, reg.HasSynced) {
 		return nil // ctx done before the first list succeeded
 	}
-	var last []Replica
+	var last []replicaset.Replica
 	published := false
 	publish := func() {
 		cur := ReadyReplicas(storeSlices(informer.GetStore()), k.service, k.portName)
@@ -212,7 +213,7 @@ func storeSlices(s cache.Store) []*discoveryv1.EndpointSlice {
 	return out
 }
 
-func names(rs []Replica) []string {
+func names(rs []replicaset.Replica) []string {
 	out := make([]string, len(rs))
 	for i, r := range rs {
 		out[i] = r.Name
@@ -230,9 +231,9 @@ func names(rs []Replica) []string {
 // IPv6 slice, or in two slices while the controller moves it), the IPv4
 // address wins over IPv6 over FQDN, then the smallest URL; the result is
 // never nil (an empty set is an empty, non-nil slice).
-func ReadyReplicas(eps []*discoveryv1.EndpointSlice, service, portName string) []Replica {
+func ReadyReplicas(eps []*discoveryv1.EndpointSlice, service, portName string) []replicaset.Replica {
 	type candidate struct {
-		Replica
+		replicaset.Replica
 		rank int // address-type preference
 	}
 	var cands []candidate
@@ -251,7 +252,7 @@ func ReadyReplicas(eps []*discoveryv1.EndpointSlice, service, portName string) [
 			}
 			addr := ep.Addresses[0]
 			cands = append(cands, candidate{
-				Replica: Replica{
+				Replica: replicaset.Replica{
 					Name: endpointName(ep),
 					URL:  "http://" + net.JoinHostPort(addr, strconv.Itoa(int(port))),
 				},
@@ -267,7 +268,7 @@ func ReadyReplicas(eps []*discoveryv1.EndpointSlice, service, portName string) [
 		)
 	})
 	cands = slices.CompactFunc(cands, func(a, b candidate) bool { return a.Name == b.Name })
-	out := make([]Replica, len(cands))
+	out := make([]replicaset.Replica, len(cands))
 	for i, c := range cands {
 		out[i] = c.Replica
 	}

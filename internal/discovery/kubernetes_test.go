@@ -3,6 +3,7 @@ package discovery
 import (
 	"context"
 	"errors"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"slices"
 	"strings"
 	"testing"
@@ -65,10 +66,10 @@ func withPorts(ports []discoveryv1.EndpointPort, s *discoveryv1.EndpointSlice) *
 	return s
 }
 
-func rs(pairs ...string) []Replica {
-	out := []Replica{}
+func rs(pairs ...string) []replicaset.Replica {
+	out := []replicaset.Replica{}
 	for i := 0; i < len(pairs); i += 2 {
-		out = append(out, Replica{Name: pairs[i], URL: pairs[i+1]})
+		out = append(out, replicaset.Replica{Name: pairs[i], URL: pairs[i+1]})
 	}
 	return out
 }
@@ -77,7 +78,7 @@ func TestReadyReplicas(t *testing.T) {
 	tests := []struct {
 		name   string
 		slices []*discoveryv1.EndpointSlice
-		want   []Replica
+		want   []replicaset.Replica
 	}{{
 		// The plain case: ready endpoints become replicas, sorted by name.
 		name: "one slice",
@@ -229,7 +230,7 @@ func TestNewKubernetesErrors(t *testing.T) {
 type watcher struct {
 	t       *testing.T
 	client  *fake.Clientset
-	updates chan []Replica
+	updates chan []replicaset.Replica
 	stop    func()
 }
 
@@ -246,9 +247,9 @@ func startWatcher(t *testing.T, objects ...*discoveryv1.EndpointSlice) *watcher 
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &watcher{t: t, client: client, updates: make(chan []Replica, 100)}
+	w := &watcher{t: t, client: client, updates: make(chan []replicaset.Replica, 100)}
 	errc := make(chan error, 1)
-	go func() { errc <- k.Run(ctx, func(r []Replica) { w.updates <- r }) }()
+	go func() { errc <- k.Run(ctx, func(r []replicaset.Replica) { w.updates <- r }) }()
 	w.stop = func() {
 		cancel()
 		select {
@@ -266,7 +267,7 @@ func startWatcher(t *testing.T, objects ...*discoveryv1.EndpointSlice) *watcher 
 
 // next returns the next published set. The deadline only turns a hang into
 // a failure; it asserts nothing about speed.
-func (w *watcher) next() []Replica {
+func (w *watcher) next() []replicaset.Replica {
 	w.t.Helper()
 	select {
 	case r := <-w.updates:
@@ -277,7 +278,7 @@ func (w *watcher) next() []Replica {
 	}
 }
 
-func (w *watcher) expect(step string, want []Replica) {
+func (w *watcher) expect(step string, want []replicaset.Replica) {
 	w.t.Helper()
 	if got := w.next(); !slices.Equal(got, want) {
 		w.t.Fatalf("%s: published %v, want %v", step, got, want)
@@ -371,8 +372,8 @@ func TestKubernetesRunStopsOnCancel(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
-	published := make(chan []Replica, 1)
-	go func() { errc <- k.Run(ctx, func(r []Replica) { published <- r }) }()
+	published := make(chan []replicaset.Replica, 1)
+	go func() { errc <- k.Run(ctx, func(r []replicaset.Replica) { published <- r }) }()
 	select {
 	case <-listed:
 	case <-time.After(30 * time.Second):

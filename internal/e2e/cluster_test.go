@@ -25,6 +25,7 @@ import (
 	"github.com/llm-ring/llm-ring/internal/discovery"
 	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/replica"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/ring"
 	"github.com/llm-ring/llm-ring/internal/router"
 	"github.com/llm-ring/llm-ring/internal/testlog"
@@ -129,7 +130,7 @@ func startRouters(t *testing.T, n int, gossip bool, su setup) []*instance {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { host.Close() })
-	var rs []discovery.Replica
+	var rs []replicaset.Replica
 	for i := range 3 {
 		name := fmt.Sprint("llm-", i)
 		r, err := host.Add(name, 0)
@@ -141,7 +142,7 @@ func startRouters(t *testing.T, n int, gossip bool, su setup) []*instance {
 			t.Fatal(err)
 		}
 		go replica.Serve(ctx, ln, holdDoomed(r))
-		rs = append(rs, discovery.Replica{Name: name, URL: "http://" + ln.Addr().String()})
+		rs = append(rs, replicaset.Replica{Name: name, URL: "http://" + ln.Addr().String()})
 	}
 	key := filepath.Join(t.TempDir(), "key")
 	if err := os.WriteFile(key, bytes.Repeat([]byte{7}, 32), 0o600); err != nil {

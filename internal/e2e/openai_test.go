@@ -16,6 +16,7 @@ import (
 	"github.com/llm-ring/llm-ring/internal/discovery"
 	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/replica"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/router"
 )
 
@@ -38,7 +39,7 @@ func stackAPI(t *testing.T, n int, policy, api string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { host.Close() })
-	var rs []discovery.Replica
+	var rs []replicaset.Replica
 	for i := range n {
 		name := "llm-" + string(rune('0'+i))
 		r, err := host.Add(name, 0)
@@ -50,7 +51,7 @@ func stackAPI(t *testing.T, n int, policy, api string) string {
 			t.Fatal(err)
 		}
 		go replica.Serve(ctx, ln, r)
-		rs = append(rs, discovery.Replica{Name: name, URL: "http://" + ln.Addr().String()})
+		rs = append(rs, replicaset.Replica{Name: name, URL: "http://" + ln.Addr().String()})
 	}
 	cfg, err := config.Load("../../config/router.yaml")
 	if err != nil {

@@ -147,181 +147,37 @@ func newClient(spec *Spec) *http.Client {
 // runOne runs one policy on one seed's conversations and writes its files.
 func runOne(ctx context.Context, spec *Spec, tgt target, pl Planned, convs []traffic.Conversation,
 	client *http.Client) (*Result, error) {
-	label := fmt.Sprintf("%s seed %d", pl.Policy, pl.Seed)
-	urls, replicas, err := tgt.start(ctx, pl.Policy)
+	r := &liveRun{ctx: ctx, spec: spec, tgt: tgt, pl: pl, client: client}
+	var err error
+	if r.urls, r.replicas, err = tgt.start(ctx, pl.Policy); err != nil {
+		return nil, fmt.Errorf("run %s: %w", pl.RunID, err)
+	}
+	defer r.stop() // everything started must stop, whatever happens below
+	before, err := scrapeAll(ctx, client, r.urls)
 	if err != nil {
 		return nil, fmt.Errorf("run %s: %w", pl.RunID, err)
 	}
-	// Everything started must stop, whatever happens below.
-	stopped := false
-	scaled := false
-	stop := func() error {
-		if stopped {
-			return nil
-		}
-		stopped = true
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-		defer cancel()
-		if ctx.Err() == nil {
-			sctx = ctx
-		}
-		return tgt.stop(sctx, scaled)
-	}
-	defer stop()
-	before, err := scrapeAll(ctx, client, urls)
-	if err != nil {
-		return nil, fmt.Errorf("run %s: %w", pl.RunID, err)
-	}
-
-	expected := len(spec.Trace)
-	for i := range convs {
-		expected += len(convs[i].Turns)
-	}
-	d := &driver{
-		urls:    urls,
-		client:  client,
-		profile: spec.Profile,
-		convs:   convs,
-		speed:   spec.Speed,
-		headers: !spec.NoHeaders && spec.Profile.Headers(),
-		trace:   spec.Trace,
-		speedup: spec.TraceSpeedup,
-		base:    record.Request{RunID: pl.RunID, Policy: pl.Policy, Seed: pl.Seed},
-	}
-	prog := newProgress(spec.Progress, spec.Terminal, label, expected)
-	d.onRow = func(r *record.Request) {
-		prog.add(r.Error != "" || r.Status != http.StatusOK)
-		if spec.OnRequest != nil {
-			spec.OnRequest(r)
-		}
-	}
-
+	r.newDriver(convs)
 	runCtx, cancelRun := context.WithCancel(ctx)
 	defer cancelRun()
-	d.start = time.Now()
-	var scaleAtMS, scaleReadyMS float64
-	var scaleName string
-	var scaleErr error
-	scaleDone := make(chan struct{})
-	go func() {
-		defer close(scaleDone)
-		if spec.ScaleAt <= 0 || !sleep(runCtx, d.wall(spec.ScaleAt.Seconds())) {
-			return
-		}
-		scaled = true
-		scaleAtMS = d.modelMS(time.Since(d.start))
-		prog.note("scale-up: adding a replica at %.1f s", scaleAtMS/1000)
-		name, err := tgt.scale(runCtx)
-		if err != nil {
-			if runCtx.Err() == nil {
-				scaleErr = err
-				prog.note("scale-up failed: %v", err)
-			}
-			return
-		}
-		scaleReadyMS, scaleName = d.modelMS(time.Since(d.start)), name
-		prog.note("scale-up: %s ready and routed to at %.1f s", name, scaleReadyMS/1000)
-	}()
-	var applied []AppliedEvent
-	eventsDone := make(chan struct{})
-	go func() {
-		defer close(eventsDone)
-		e, ok := tgt.(*embedded)
-		if !ok {
-			return // Validate refuses replica events with an external router
-		}
-		for _, ev := range spec.Profile.ReplicaEvents {
-			if !sleep(runCtx, time.Until(d.start.Add(d.wall(ev.AtS)))) {
-				return
-			}
-			a := AppliedEvent{ReplicaEvent: ev, StartMS: d.modelMS(time.Since(d.start))}
-			prog.note("replica event: %s llm-%d at %.1f s", ev.Action, ev.Replica, a.StartMS/1000)
-			if err := e.event(runCtx, ev); err != nil {
-				if runCtx.Err() != nil {
-					return
-				}
-				a.Error = err.Error()
-				prog.note("replica event %s llm-%d failed: %v", ev.Action, ev.Replica, err)
-			} else {
-				a.DoneMS = d.modelMS(time.Since(d.start))
-			}
-			applied = append(applied, a)
-		}
-	}()
-	d.run(runCtx)
+	r.d.start = time.Now()
+	scaleDone, eventsDone := make(chan struct{}), make(chan struct{})
+	go func() { defer close(scaleDone); r.scaleUp(runCtx) }()
+	go func() { defer close(eventsDone); r.replicaEvents(runCtx) }()
+	r.d.run(runCtx)
 	end := time.Now()
 	interrupted := ctx.Err() != nil
 	cancelRun()
 	<-scaleDone
 	<-eventsDone
 
-	file := RunFile{
-		Run: record.Run{
-			RunID:        pl.RunID,
-			Policy:       pl.Policy,
-			Seed:         pl.Seed,
-			Profile:      spec.TrafficName(),
-			Mode:         spec.Mode(),
-			Replicas:     replicas,
-			Order:        pl.Order,
-			Started:      d.start.UTC().Format(time.RFC3339),
-			Finished:     end.UTC().Format(time.RFC3339),
-			DurationMS:   d.modelMS(end.Sub(d.start)),
-			ScaleAtMS:    scaleAtMS,
-			ScaleReadyMS: scaleReadyMS,
-			ScaleReplica: scaleName,
-		},
-		Interrupted:      interrupted,
-		ReplicaEvents:    applied,
-		ExpectedRequests: expected,
-		ConversationsCut: int(d.cut.Load()),
-	}
-	if scaleErr != nil {
-		file.ScaleError = scaleErr.Error()
-	}
-	answered := 0
-	for i := range d.rows {
-		if d.rows[i].Status != 0 {
-			answered++
-		}
-	}
-	mctx, mcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer mcancel()
-	after, err := settledMetrics(mctx, client, urls, before, answered)
-	if err != nil {
-		file.MetricsError = "router: " + err.Error()
-		prog.note("router %v", err)
-	} else {
-		file.Metrics = metricsDelta(before, after)
-	}
-	if e, ok := tgt.(*embedded); ok {
-		rm, err := e.replicaMetrics(mctx)
-		if err != nil {
-			file.MetricsError = strings.TrimPrefix(file.MetricsError+"; ", "; ") + err.Error()
-			prog.note("%v", err)
-		}
-		file.ReplicaMetrics = rm
-	}
+	file := r.runFile(end, interrupted)
+	r.measure(&file, before)
 	// Our own unused connections would hold up the router's shutdown.
 	client.CloseIdleConnections()
-	stopErr := stop()
-
-	cfg := tgt.describe()
-	cfg["speed"] = spec.Speed
-	cfg["headers"] = !spec.NoHeaders && spec.Profile.Headers() && spec.Trace == nil
-	cfg["scale_at_s"] = spec.ScaleAt.Seconds()
-	if spec.Trace != nil {
-		cfg["trace"] = map[string]any{"name": spec.TraceName, "requests": len(spec.Trace), "speedup": spec.TraceSpeedup}
-	} else {
-		cfg["profile"] = toMap(spec.Profile)
-	}
-	cfg["invocation"] = map[string]any{"policies": spec.Policies, "seeds": spec.Seeds, "alternate": spec.Alternate}
-	file.Config = cfg
-
-	rows := d.rows
-	slices.SortFunc(rows, func(a, b record.Request) int {
-		return cmp.Or(cmp.Compare(a.StartMS, b.StartMS), strings.Compare(a.Conversation, b.Conversation), cmp.Compare(a.Turn, b.Turn))
-	})
+	stopErr := r.stop()
+	file.Config = r.config()
+	rows := sortedRows(r.d.rows)
 	file.Requests = len(rows)
 	for i := range rows {
 		if rows[i].Error != "" || rows[i].Status != http.StatusOK {
@@ -336,22 +192,221 @@ func runOne(ctx context.Context, spec *Spec, tgt target, pl Planned, convs []tra
 	if err := writeRun(res, rows); err != nil {
 		return nil, fmt.Errorf("run %s: %w", pl.RunID, err)
 	}
-
-	summary := fmt.Sprintf("%d requests (%d expected at most; %d conversations ended early at the context limit), %d errors, %.1f s of model time in %s → %s",
-		file.Requests, expected, file.ConversationsCut, file.Errors, file.DurationMS/1000, clock(end.Sub(d.start)), res.CSVPath)
-	if spec.ScaleAt > 0 && !scaled && !interrupted {
-		summary += fmt.Sprintf("; no scale-up: the traffic ended before %.1f s", spec.ScaleAt.Seconds())
-	}
-	prog.finish(summary)
+	r.summarize(res, end, interrupted)
 	switch {
 	case interrupted:
 		return res, fmt.Errorf("%w: run %s stopped after %d requests; they are in %s", ErrInterrupted, pl.RunID, file.Requests, res.CSVPath)
-	case scaleErr != nil:
-		return res, fmt.Errorf("run %s: scale-up: %w", pl.RunID, scaleErr)
+	case r.scaleErr != nil:
+		return res, fmt.Errorf("run %s: scale-up: %w", pl.RunID, r.scaleErr)
 	case stopErr != nil:
 		return res, fmt.Errorf("run %s: stop: %w", pl.RunID, stopErr)
 	}
 	return res, nil
+}
+
+// liveRun is one run in progress: its phases are runOne's steps. The scale
+// and event goroutines write their fields; runOne reads them only after
+// both have ended.
+type liveRun struct {
+	ctx      context.Context
+	spec     *Spec
+	tgt      target
+	pl       Planned
+	client   *http.Client
+	urls     []string
+	replicas int
+	d        *driver
+	prog     *progress
+	expected int
+
+	stopped, scaled         bool
+	scaleAtMS, scaleReadyMS float64
+	scaleName               string
+	scaleErr                error
+	applied                 []AppliedEvent
+}
+
+// stop stops what the run started, once; after an interruption it still
+// gives the target two minutes.
+func (r *liveRun) stop() error {
+	if r.stopped {
+		return nil
+	}
+	r.stopped = true
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), 2*time.Minute)
+	defer cancel()
+	if r.ctx.Err() == nil {
+		sctx = r.ctx
+	}
+	return r.tgt.stop(sctx, r.scaled)
+}
+
+// newDriver sets up the traffic driver and the progress line.
+func (r *liveRun) newDriver(convs []traffic.Conversation) {
+	spec := r.spec
+	r.expected = len(spec.Trace)
+	for i := range convs {
+		r.expected += len(convs[i].Turns)
+	}
+	r.d = &driver{
+		urls:    r.urls,
+		client:  r.client,
+		profile: spec.Profile,
+		convs:   convs,
+		speed:   spec.Speed,
+		headers: !spec.NoHeaders && spec.Profile.Headers(),
+		trace:   spec.Trace,
+		speedup: spec.TraceSpeedup,
+		base:    record.Request{RunID: r.pl.RunID, Policy: r.pl.Policy, Seed: r.pl.Seed},
+	}
+	r.prog = newProgress(spec.Progress, spec.Terminal, fmt.Sprintf("%s seed %d", r.pl.Policy, r.pl.Seed), r.expected)
+	r.d.onRow = func(row *record.Request) {
+		r.prog.add(row.Error != "" || row.Status != http.StatusOK)
+		if spec.OnRequest != nil {
+			spec.OnRequest(row)
+		}
+	}
+}
+
+// scaleUp adds a replica at --scale-at, if set, and records when it was
+// ready.
+func (r *liveRun) scaleUp(ctx context.Context) {
+	d := r.d
+	if r.spec.ScaleAt <= 0 || !sleep(ctx, d.wall(r.spec.ScaleAt.Seconds())) {
+		return
+	}
+	r.scaled = true
+	r.scaleAtMS = d.modelMS(time.Since(d.start))
+	r.prog.note("scale-up: adding a replica at %.1f s", r.scaleAtMS/1000)
+	name, err := r.tgt.scale(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.scaleErr = err
+			r.prog.note("scale-up failed: %v", err)
+		}
+		return
+	}
+	r.scaleReadyMS, r.scaleName = d.modelMS(time.Since(d.start)), name
+	r.prog.note("scale-up: %s ready and routed to at %.1f s", name, r.scaleReadyMS/1000)
+}
+
+// replicaEvents applies the profile's replica events at their times.
+func (r *liveRun) replicaEvents(ctx context.Context) {
+	e, ok := r.tgt.(*embedded)
+	if !ok {
+		return // Validate refuses replica events with an external router
+	}
+	d := r.d
+	for _, ev := range r.spec.Profile.ReplicaEvents {
+		if !sleep(ctx, time.Until(d.start.Add(d.wall(ev.AtS)))) {
+			return
+		}
+		a := AppliedEvent{ReplicaEvent: ev, StartMS: d.modelMS(time.Since(d.start))}
+		r.prog.note("replica event: %s llm-%d at %.1f s", ev.Action, ev.Replica, a.StartMS/1000)
+		if err := e.event(ctx, ev); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			a.Error = err.Error()
+			r.prog.note("replica event %s llm-%d failed: %v", ev.Action, ev.Replica, err)
+		} else {
+			a.DoneMS = d.modelMS(time.Since(d.start))
+		}
+		r.applied = append(r.applied, a)
+	}
+}
+
+// runFile is the run's record without its metrics and configuration.
+func (r *liveRun) runFile(end time.Time, interrupted bool) RunFile {
+	d, pl := r.d, r.pl
+	file := RunFile{
+		Run: record.Run{
+			RunID:        pl.RunID,
+			Policy:       pl.Policy,
+			Seed:         pl.Seed,
+			Profile:      r.spec.TrafficName(),
+			Mode:         r.spec.Mode(),
+			Replicas:     r.replicas,
+			Order:        pl.Order,
+			Started:      d.start.UTC().Format(time.RFC3339),
+			Finished:     end.UTC().Format(time.RFC3339),
+			DurationMS:   d.modelMS(end.Sub(d.start)),
+			ScaleAtMS:    r.scaleAtMS,
+			ScaleReadyMS: r.scaleReadyMS,
+			ScaleReplica: r.scaleName,
+		},
+		Interrupted:      interrupted,
+		ReplicaEvents:    r.applied,
+		ExpectedRequests: r.expected,
+		ConversationsCut: int(d.cut.Load()),
+	}
+	if r.scaleErr != nil {
+		file.ScaleError = r.scaleErr.Error()
+	}
+	return file
+}
+
+// measure adds the router's metrics over the run (once they have settled)
+// and, embedded, the replicas' own.
+func (r *liveRun) measure(file *RunFile, before map[string]sample) {
+	answered := 0
+	for i := range r.d.rows {
+		if r.d.rows[i].Status != 0 {
+			answered++
+		}
+	}
+	mctx, mcancel := context.WithTimeout(context.WithoutCancel(r.ctx), 30*time.Second)
+	defer mcancel()
+	after, err := settledMetrics(mctx, r.client, r.urls, before, answered)
+	if err != nil {
+		file.MetricsError = "router: " + err.Error()
+		r.prog.note("router %v", err)
+	} else {
+		file.Metrics = metricsDelta(before, after)
+	}
+	if e, ok := r.tgt.(*embedded); ok {
+		rm, err := e.replicaMetrics(mctx)
+		if err != nil {
+			file.MetricsError = strings.TrimPrefix(file.MetricsError+"; ", "; ") + err.Error()
+			r.prog.note("%v", err)
+		}
+		file.ReplicaMetrics = rm
+	}
+}
+
+// config is the run's configuration as its JSON records it.
+func (r *liveRun) config() map[string]any {
+	spec := r.spec
+	cfg := r.tgt.describe()
+	cfg["speed"] = spec.Speed
+	cfg["headers"] = !spec.NoHeaders && spec.Profile.Headers() && spec.Trace == nil
+	cfg["scale_at_s"] = spec.ScaleAt.Seconds()
+	if spec.Trace != nil {
+		cfg["trace"] = map[string]any{"name": spec.TraceName, "requests": len(spec.Trace), "speedup": spec.TraceSpeedup}
+	} else {
+		cfg["profile"] = toMap(spec.Profile)
+	}
+	cfg["invocation"] = map[string]any{"policies": spec.Policies, "seeds": spec.Seeds, "alternate": spec.Alternate}
+	return cfg
+}
+
+// sortedRows orders the rows by start, conversation and turn.
+func sortedRows(rows []record.Request) []record.Request {
+	slices.SortFunc(rows, func(a, b record.Request) int {
+		return cmp.Or(cmp.Compare(a.StartMS, b.StartMS), strings.Compare(a.Conversation, b.Conversation), cmp.Compare(a.Turn, b.Turn))
+	})
+	return rows
+}
+
+// summarize ends the progress line with the run's summary.
+func (r *liveRun) summarize(res *Result, end time.Time, interrupted bool) {
+	file, spec := &res.File, r.spec
+	summary := fmt.Sprintf("%d requests (%d expected at most; %d conversations ended early at the context limit), %d errors, %.1f s of model time in %s → %s",
+		file.Requests, r.expected, file.ConversationsCut, file.Errors, file.DurationMS/1000, clock(end.Sub(r.d.start)), res.CSVPath)
+	if spec.ScaleAt > 0 && !r.scaled && !interrupted {
+		summary += fmt.Sprintf("; no scale-up: the traffic ended before %.1f s", spec.ScaleAt.Seconds())
+	}
+	r.prog.finish(summary)
 }
 
 // writeRun writes the run's CSV, then its JSON.

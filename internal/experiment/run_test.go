@@ -22,6 +22,7 @@ import (
 	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/record"
 	"github.com/llm-ring/llm-ring/internal/replica"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/ring"
 	"github.com/llm-ring/llm-ring/internal/router"
 	"github.com/llm-ring/llm-ring/internal/testlog"
@@ -296,7 +297,7 @@ type fakeCluster struct {
 	rt       *router.Router
 	url      string
 	adminURL string // the router's admin API, token "t0ken"
-	replicas []discovery.Replica
+	replicas []replicaset.Replica
 	ctx      context.Context
 	wg       *sync.WaitGroup
 	calls    []string
@@ -320,7 +321,7 @@ func newFakeCluster(t *testing.T, n int) *fakeCluster {
 		}
 		ln := listen(t)
 		wg.Go(func() { replica.Serve(ctx, ln, r) })
-		c.replicas = append(c.replicas, discovery.Replica{Name: name, URL: "http://" + ln.Addr().String()})
+		c.replicas = append(c.replicas, replicaset.Replica{Name: name, URL: "http://" + ln.Addr().String()})
 	}
 	c.rt, c.url, c.adminURL = c.addRouter(n)
 	return c

@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/llm-ring/llm-ring/internal/config"
-	"github.com/llm-ring/llm-ring/internal/discovery"
 	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/record"
 	"github.com/llm-ring/llm-ring/internal/replica"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/traffic"
 )
 
@@ -164,10 +164,34 @@ func (s *Spec) Mode() string {
 	return ModeEmbedded
 }
 
-// Validate checks the spec; every problem is reported.
+// Validate checks the spec; every problem is reported, in the order of
+// the checks below.
 func (s *Spec) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	s.validateRuns(bad)
+	s.validateTraffic(bad)
+	pr := &s.Profile
+	scenario := len(pr.ReplicaSpeeds) > 0 || len(pr.ReplicaEvents) > 0
+	if scenario && s.Replicas != pr.Replicas {
+		bad("profile %s is written for %d replicas (its replica_speeds and replica_events name them), got %d", pr.Name, pr.Replicas, s.Replicas)
+	}
+	if len(pr.ReplicaEvents) > 0 && s.ScaleAt > 0 {
+		bad("profile %s has replica events: give them or a scale-up time, not both", pr.Name)
+	}
+	if s.Mode() == ModeEmbedded {
+		s.validateEmbedded(bad, scenario)
+	} else {
+		s.validateExternal(bad, scenario)
+	}
+	return errors.Join(errs...)
+}
+
+// problem reports one problem of a spec.
+type problem func(format string, args ...any)
+
+// validateRuns checks what is run: policies, seeds, the replicas' API.
+func (s *Spec) validateRuns(bad problem) {
 	if len(s.Policies) == 0 {
 		bad("no policy to run")
 	}
@@ -193,6 +217,10 @@ func (s *Spec) Validate() error {
 		}
 		seeds[sd] = true
 	}
+}
+
+// validateTraffic checks the traffic and the run's timing and output.
+func (s *Spec) validateTraffic(bad problem) {
 	if s.Trace != nil {
 		if len(s.Trace) == 0 {
 			bad("the trace has no request")
@@ -215,72 +243,70 @@ func (s *Spec) Validate() error {
 	if s.OutDir == "" {
 		bad("no output folder")
 	}
+}
+
+// validateEmbedded checks a run with in-process router and replicas.
+func (s *Spec) validateEmbedded(bad problem, scenario bool) {
 	pr := &s.Profile
-	scenario := len(pr.ReplicaSpeeds) > 0 || len(pr.ReplicaEvents) > 0
-	if scenario && s.Replicas != pr.Replicas {
-		bad("profile %s is written for %d replicas (its replica_speeds and replica_events name them), got %d", pr.Name, pr.Replicas, s.Replicas)
+	if s.Replicas < 1 || s.Replicas > 1000 {
+		bad("replicas must be between 1 and 1000, got %d", s.Replicas)
 	}
-	if len(pr.ReplicaEvents) > 0 && s.ScaleAt > 0 {
-		bad("profile %s has replica events: give them or a scale-up time, not both", pr.Name)
+	if scenario && s.SharedCPU {
+		bad("profile %s sets replica speeds or events, which need a CPU per replica: run without shared CPU", pr.Name)
 	}
-	if s.Mode() == ModeEmbedded {
-		if s.Replicas < 1 || s.Replicas > 1000 {
-			bad("replicas must be between 1 and 1000, got %d", s.Replicas)
+	if s.ScaleCmd != "" || s.UnscaleCmd != "" || s.Prepare {
+		bad("scale and unscale commands and prepare apply to an external router only (set its URL)")
+	}
+	if s.Model != (model.Config{}) {
+		if err := s.Model.Validate(); err != nil {
+			bad("replica model: %v", err)
 		}
-		if scenario && s.SharedCPU {
-			bad("profile %s sets replica speeds or events, which need a CPU per replica: run without shared CPU", pr.Name)
+	}
+	if s.RouterConfig != nil {
+		if err := s.RouterConfig.Validate(); err != nil {
+			bad("router config: %v", err)
 		}
-		if s.ScaleCmd != "" || s.UnscaleCmd != "" || s.Prepare {
-			bad("scale and unscale commands and prepare apply to an external router only (set its URL)")
+	}
+}
+
+// validateExternal checks a run against a deployed router.
+func (s *Spec) validateExternal(bad problem, scenario bool) {
+	pr := &s.Profile
+	urls := s.RouterURLs()
+	for _, u := range urls {
+		if err := replicaset.Validate([]replicaset.Replica{{Name: "router", URL: u}}); err != nil {
+			bad("router URL %q: must be an absolute http(s) URL", u)
 		}
-		if s.Model != (model.Config{}) {
-			if err := s.Model.Validate(); err != nil {
-				bad("replica model: %v", err)
-			}
-		}
-		if s.RouterConfig != nil {
-			if err := s.RouterConfig.Validate(); err != nil {
-				bad("router config: %v", err)
-			}
-		}
+	}
+	if s.AdminURL == "" {
+		bad("an external router needs its admin API's URL (--admin: the router's admin.listen) to switch policies")
 	} else {
-		urls := s.RouterURLs()
-		for _, u := range urls {
-			if err := discovery.Validate([]discovery.Replica{{Name: "router", URL: u}}); err != nil {
-				bad("router URL %q: must be an absolute http(s) URL", u)
+		admins := s.AdminURLs()
+		for _, u := range admins {
+			if err := replicaset.Validate([]replicaset.Replica{{Name: "admin", URL: u}}); err != nil {
+				bad("admin URL %q: must be an absolute http(s) URL", u)
 			}
 		}
-		if s.AdminURL == "" {
-			bad("an external router needs its admin API's URL (--admin: the router's admin.listen) to switch policies")
-		} else {
-			admins := s.AdminURLs()
-			for _, u := range admins {
-				if err := discovery.Validate([]discovery.Replica{{Name: "admin", URL: u}}); err != nil {
-					bad("admin URL %q: must be an absolute http(s) URL", u)
-				}
-			}
-			if len(admins) != len(urls) {
-				bad("%d router URLs but %d admin URLs: give one admin API URL per router instance, in the same order (--admin URL1,URL2,...)", len(urls), len(admins))
-			}
-		}
-		if s.Replicas < 0 {
-			bad("replicas must not be negative, got %d", s.Replicas)
-		}
-		if scenario {
-			bad("profile %s sets replica speeds or events, which only embedded replicas can follow (the runner does not control an external router's replicas)", pr.Name)
-		}
-		if s.ScaleAt > 0 && (s.ScaleCmd == "" || s.UnscaleCmd == "") {
-			bad("a scale-up on an external router needs both a scale command and an unscale command " +
-				"(so that every run starts with the same replicas)")
-		}
-		if s.Prepare && (s.ScaleCmd == "" || s.UnscaleCmd == "") {
-			bad("prepare needs both a scale command and an unscale command")
-		}
-		if s.RouterConfig != nil {
-			bad("a router config applies to the embedded router only; an external router has its own")
+		if len(admins) != len(urls) {
+			bad("%d router URLs but %d admin URLs: give one admin API URL per router instance, in the same order (--admin URL1,URL2,...)", len(urls), len(admins))
 		}
 	}
-	return errors.Join(errs...)
+	if s.Replicas < 0 {
+		bad("replicas must not be negative, got %d", s.Replicas)
+	}
+	if scenario {
+		bad("profile %s sets replica speeds or events, which only embedded replicas can follow (the runner does not control an external router's replicas)", pr.Name)
+	}
+	if s.ScaleAt > 0 && (s.ScaleCmd == "" || s.UnscaleCmd == "") {
+		bad("a scale-up on an external router needs both a scale command and an unscale command " +
+			"(so that every run starts with the same replicas)")
+	}
+	if s.Prepare && (s.ScaleCmd == "" || s.UnscaleCmd == "") {
+		bad("prepare needs both a scale command and an unscale command")
+	}
+	if s.RouterConfig != nil {
+		bad("a router config applies to the embedded router only; an external router has its own")
+	}
 }
 
 // TrafficName is what the run records name as the profile: the profile's

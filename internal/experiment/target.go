@@ -1,7 +1,6 @@
 package experiment
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -10,10 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os/exec"
-	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +17,7 @@ import (
 	"github.com/llm-ring/llm-ring/internal/discovery"
 	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/replica"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/router"
 	"github.com/llm-ring/llm-ring/internal/traffic"
 )
@@ -51,9 +48,9 @@ type embedded struct {
 	cfg      *config.Router // this run's router configuration
 	host     *replica.Host  // the shared host (SharedCPU), else nil
 	rt       *router.Router
-	upstream *http.Transport     // the router's connections to the replicas
-	replicas []discovery.Replica // the router's replica set
-	members  []*member           // every replica started in this run, by start order
+	upstream *http.Transport      // the router's connections to the replicas
+	replicas []replicaset.Replica // the router's replica set
+	members  []*member            // every replica started in this run, by start order
 	// The router stops before the replicas: two contexts, two groups.
 	routerCtx, replicaCtx    context.Context
 	stopRouter, stopReplicas context.CancelFunc
@@ -67,7 +64,7 @@ type embedded struct {
 // or the shared host, and its server.
 type member struct {
 	index  int
-	rep    discovery.Replica
+	rep    replicaset.Replica
 	host   *replica.Host // nil: on the shared host
 	cancel context.CancelFunc
 	failed bool
@@ -167,21 +164,21 @@ func (e *embedded) replicaOptions(m model.Config, shared bool) replica.Options {
 // addReplica starts replica llm-<index> and serves it on a loopback port:
 // on the shared host, or else on a host of its own running at the
 // profile's speed factor for that index.
-func (e *embedded) addReplica(index int, loadDelay time.Duration) (discovery.Replica, error) {
+func (e *embedded) addReplica(index int, loadDelay time.Duration) (replicaset.Replica, error) {
 	name := fmt.Sprintf("llm-%d", index)
 	m := &member{index: index, host: e.host}
 	if e.host == nil {
 		h, err := replica.NewHost(e.replicaOptions(e.model.WithSpeed(e.spec.Profile.ReplicaSpeed(index)), false))
 		if err != nil {
-			return discovery.Replica{}, err
+			return replicaset.Replica{}, err
 		}
 		m.host = h
 	}
-	fail := func(err error) (discovery.Replica, error) {
+	fail := func(err error) (replicaset.Replica, error) {
 		if m.host != e.host {
 			m.host.Close()
 		}
-		return discovery.Replica{}, err
+		return replicaset.Replica{}, err
 	}
 	r, err := m.host.Add(name, loadDelay)
 	if err != nil {
@@ -194,7 +191,7 @@ func (e *embedded) addReplica(index int, loadDelay time.Duration) (discovery.Rep
 	var ctx context.Context
 	ctx, m.cancel = context.WithCancel(e.replicaCtx)
 	e.serve(ctx, &e.replicaWG, "replica "+name, func(ctx context.Context) error { return replica.Serve(ctx, ln, r) })
-	m.rep = discovery.Replica{Name: name, URL: "http://" + ln.Addr().String()}
+	m.rep = replicaset.Replica{Name: name, URL: "http://" + ln.Addr().String()}
 	e.members = append(e.members, m)
 	return m.rep, nil
 }
@@ -217,7 +214,7 @@ func (e *embedded) scale(ctx context.Context) (string, error) {
 
 // waitHealthy polls r's /health every 100 ms of model time (so the ready
 // time is known to that) until it answers 200.
-func (e *embedded) waitHealthy(ctx context.Context, r discovery.Replica) error {
+func (e *embedded) waitHealthy(ctx context.Context, r replicaset.Replica) error {
 	every := min(max(time.Duration(float64(100*time.Millisecond)/e.spec.Speed), time.Millisecond), 100*time.Millisecond)
 	for {
 		ok, err := healthy(ctx, e.client, r.URL)
@@ -245,7 +242,7 @@ func (e *embedded) event(ctx context.Context, ev traffic.ReplicaEvent) error {
 	name := fmt.Sprintf("llm-%d", ev.Replica)
 	switch ev.Action {
 	case traffic.ActionFail, traffic.ActionRemove:
-		e.replicas = slices.DeleteFunc(e.replicas, func(r discovery.Replica) bool { return r.Name == name })
+		e.replicas = slices.DeleteFunc(e.replicas, func(r replicaset.Replica) bool { return r.Name == name })
 		if ev.Action == traffic.ActionFail {
 			for _, m := range e.members {
 				if m.rep.Name == name && !m.failed {
@@ -390,228 +387,4 @@ func toMap(v any) map[string]any {
 		return map[string]any{"error": err.Error()}
 	}
 	return m
-}
-
-// external drives an existing router: the policy is switched through its
-// admin API (its own listener, with a bearer token), the extra replica comes and goes through shell commands, and
-// readiness is read from GET /replicas. With several active-active
-// instances (issue #13), the policy is switched on every instance's admin
-// API, every instance must report the same replicas at the start, and
-// readiness is read from the first.
-type external struct {
-	spec    *Spec
-	client  *http.Client
-	initial []string       // replica names at the run's start
-	policy  map[string]any // GET /admin/policy after the switch
-}
-
-// PolicySwitch is the body the runner sends to PUT /admin/policy before each
-// run: the run's policy, and a reset of placement memory and of the
-// round-robin position, so that every run starts as on a fresh router.
-type PolicySwitch struct {
-	Policy string `json:"policy"`
-	Reset  bool   `json:"reset"`
-}
-
-func (x *external) start(ctx context.Context, policyName string) ([]string, int, error) {
-	body, _ := json.Marshal(PolicySwitch{Policy: policyName, Reset: true})
-	urls, admins := x.spec.RouterURLs(), x.spec.AdminURLs()
-	for _, admin := range admins {
-		var got map[string]any
-		if err := x.callAt(ctx, admin, http.MethodPut, "/admin/policy", body, &got); err != nil {
-			return nil, 0, fmt.Errorf("switch the router's policy to %s at %s: %w", policyName, admin, err)
-		}
-		if got["policy"] != policyName {
-			return nil, 0, fmt.Errorf("switch the router's policy to %s at %s: the router answered policy %v", policyName, admin, got["policy"])
-		}
-		x.policy = got
-	}
-	names, err := x.replicaNames(ctx)
-	if err != nil {
-		return nil, 0, err
-	}
-	if len(names) == 0 {
-		return nil, 0, errors.New("the router has no ready replica")
-	}
-	if x.spec.Replicas > 0 && len(names) != x.spec.Replicas {
-		return nil, 0, fmt.Errorf("the router has %d replicas (%s), expected %d", len(names), strings.Join(names, ", "), x.spec.Replicas)
-	}
-	for _, u := range urls[1:] {
-		other, err := x.replicaNamesAt(ctx, u)
-		if err != nil {
-			return nil, 0, err
-		}
-		if !slices.Equal(other, names) {
-			return nil, 0, fmt.Errorf("the router instances disagree on the replicas: %s has %s, %s has %s",
-				urls[0], strings.Join(names, ", "), u, strings.Join(other, ", "))
-		}
-	}
-	x.initial = names
-	for i, u := range urls {
-		urls[i] = strings.TrimSuffix(u, "/")
-	}
-	return urls, len(names), nil
-}
-
-// scale runs the scale command, then waits for a replica that was not there
-// at the run's start to appear in GET /replicas.
-func (x *external) scale(ctx context.Context) (string, error) {
-	if err := x.exec(ctx, x.spec.ScaleCmd); err != nil {
-		return "", err
-	}
-	var added string
-	err := x.waitFor(ctx, func(names []string) bool {
-		for _, n := range names {
-			if !slices.Contains(x.initial, n) {
-				added = n
-				return true
-			}
-		}
-		return false
-	})
-	return added, err
-}
-
-// stop runs the unscale command after a scale-up and waits until the
-// router's replicas are those of the run's start again.
-func (x *external) stop(ctx context.Context, scaled bool) error {
-	if !scaled {
-		return nil
-	}
-	if err := x.exec(ctx, x.spec.UnscaleCmd); err != nil {
-		return err
-	}
-	return x.waitFor(ctx, func(names []string) bool { return slices.Equal(names, x.initial) })
-}
-
-// prepare adds the extra replica once and removes it again.
-func (x *external) prepare(ctx context.Context) error {
-	names, err := x.replicaNames(ctx)
-	if err != nil {
-		return err
-	}
-	x.initial = names
-	if _, err := x.scale(ctx); err != nil {
-		return fmt.Errorf("prepare: %w", err)
-	}
-	if err := x.stop(ctx, true); err != nil {
-		return fmt.Errorf("prepare: %w", err)
-	}
-	return nil
-}
-
-func (x *external) describe() map[string]any {
-	return map[string]any{
-		"router_url":      x.spec.RouterURL,
-		"admin_url":       x.spec.AdminURL,
-		"router_policy":   x.policy,
-		"scale_cmd":       x.spec.ScaleCmd,
-		"unscale_cmd":     x.spec.UnscaleCmd,
-		"prepare":         x.spec.Prepare,
-		"initial_replica": x.initial,
-	}
-}
-
-// waitFor polls GET /replicas until ok holds for the name-sorted names.
-func (x *external) waitFor(ctx context.Context, ok func([]string) bool) error {
-	every := x.spec.PollInterval
-	if every <= 0 {
-		every = 500 * time.Millisecond
-	}
-	for {
-		names, err := x.replicaNames(ctx)
-		if err != nil {
-			return err
-		}
-		if ok(names) {
-			return nil
-		}
-		if !sleep(ctx, every) {
-			return ctx.Err()
-		}
-	}
-}
-
-// replicaNames returns the names of the (first) router's replicas, sorted.
-func (x *external) replicaNames(ctx context.Context) ([]string, error) {
-	return x.replicaNamesAt(ctx, x.spec.RouterURLs()[0])
-}
-
-// replicaNamesAt returns the names of the replicas of the router instance
-// at base, sorted.
-func (x *external) replicaNamesAt(ctx context.Context, base string) ([]string, error) {
-	var info router.ReplicasInfo
-	if err := x.callAt(ctx, base, http.MethodGet, "/replicas", nil, &info); err != nil {
-		return nil, fmt.Errorf("router replicas: %w", err)
-	}
-	names := make([]string, len(info.Replicas))
-	for i, r := range info.Replicas {
-		names[i] = r.Name
-	}
-	slices.Sort(names)
-	return names, nil
-}
-
-// callAt sends a request to the router instance (or admin API) at base and
-// decodes its JSON answer into out.
-func (x *external) callAt(ctx context.Context, base, method, path string, body []byte, out any) error {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	admin := strings.HasPrefix(path, "/admin/")
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(base, "/")+path, rd)
-	if err != nil {
-		return err
-	}
-	if admin && x.spec.AdminToken != "" {
-		req.Header.Set("Authorization", "Bearer "+x.spec.AdminToken)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := x.client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return errors.New(statusError(resp.StatusCode, b))
-	}
-	if err := json.Unmarshal(b, out); err != nil {
-		return fmt.Errorf("%s %s: malformed answer: %v", method, path, err)
-	}
-	return nil
-}
-
-// exec runs a scale command.
-func (x *external) exec(ctx context.Context, cmd string) error {
-	if x.spec.exec != nil {
-		return x.spec.exec(ctx, cmd)
-	}
-	return shell(ctx, cmd)
-}
-
-// shell runs cmd with sh -c (cmd /C on Windows); its output goes into the
-// error when it fails.
-func shell(ctx context.Context, cmd string) error {
-	var c *exec.Cmd
-	if runtime.GOOS == "windows" {
-		c = exec.CommandContext(ctx, "cmd", "/C", cmd)
-	} else {
-		c = exec.CommandContext(ctx, "sh", "-c", cmd)
-	}
-	out, err := c.CombinedOutput()
-	if err != nil {
-		text := strings.TrimSpace(string(out))
-		if len(text) > 1000 {
-			text = text[len(text)-1000:]
-		}
-		return fmt.Errorf("command %q: %v: %s", cmd, err, text)
-	}
-	return nil
 }

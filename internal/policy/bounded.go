@@ -57,13 +57,13 @@ func validEpsilon(eps float64) error {
 }
 
 // Pick implements Policy.
-func (b *Bounded) Pick(req *Request, v *View) Decision {
+func (b *Bounded) Pick(req *Request, v *View, d *Decision) {
 	cost := int64(1)
 	if b.Unit == Tokens {
 		cost = wholeCost(req)
 	}
 	home := v.ringHome(req.Hash)
-	var d Decision
+	*d = Decision{}
 	d.Trace.begin("bounded", req, v)
 	d.Trace.Head = "bounded (request mode)"
 	if b.Unit == Tokens {
@@ -73,9 +73,8 @@ func (b *Bounded) Pick(req *Request, v *View) Decision {
 	boundedPick(req, v, &boundSpec{
 		unit: b.Unit, eps: b.Epsilon, home: home, preferred: home,
 		cacheAt: -1, cost: cost,
-	}, &d)
+	}, d)
 	d.Charge = wholeCost(req)
-	return d
 }
 
 // boundSpec is one bounded-loads decision: the shared core of bounded and
@@ -153,6 +152,27 @@ func boundedPick(req *Request, v *View, s *boundSpec, d *Decision) {
 		}
 	}
 	// 3. Clockwise from the home, the first other replica within the cap.
+	best, found := s.walk(req, v, t, d, sum)
+	if found {
+		return
+	}
+	// 4. Nobody within the cap: the least loaded, counting this request's cost there.
+	if best < 0 {
+		best, _ = s.scan(v, sum, n)
+	}
+	if p := s.preferred; prefOK && s.load(v, p)+s.costAt(p) <= s.load(v, best)+s.costAt(best) {
+		best = p
+	}
+	d.Replica, d.Reason = best, LeastLoaded
+	t.LeastLoad = s.load(v, best) + s.costAt(best)
+}
+
+// walk checks the replicas clockwise from the request's ring home, skipping
+// the preferred and the excluded ones; the first within its cap takes the
+// request (found). After walkBeforeScan candidates one pass finds the least
+// loaded replica (best), and the walk stops when even it cannot fit.
+func (s *boundSpec) walk(req *Request, v *View, t *Trace, d *Decision, sum int64) (best int, found bool) {
+	n := len(v.Names)
 	var small [4]uint64
 	words := (n + 63) / 64
 	visited := small[:]
@@ -174,7 +194,7 @@ func boundedPick(req *Request, v *View, s *boundSpec, d *Decision) {
 	ringLen := v.Ring.Len()
 	pos := v.Ring.Search(req.Hash)
 	checked := 0
-	best := -1
+	best = -1
 	for steps := 0; seen < n && steps < ringLen; steps++ {
 		r := v.Ring.Replica(pos)
 		if pos++; pos == ringLen {
@@ -192,7 +212,7 @@ func boundedPick(req *Request, v *View, s *boundSpec, d *Decision) {
 		}
 		if s.fits(v, t, r, limit, false) {
 			d.Replica, d.Reason = r, pick(r == s.home, Home, Overflow)
-			return
+			return best, true
 		}
 		if checked++; checked == walkBeforeScan {
 			var possible bool
@@ -201,15 +221,7 @@ func boundedPick(req *Request, v *View, s *boundSpec, d *Decision) {
 			}
 		}
 	}
-	// 4. Nobody within the cap: the least loaded, counting this request's cost there.
-	if best < 0 {
-		best, _ = s.scan(v, sum, n)
-	}
-	if p := s.preferred; prefOK && s.load(v, p)+s.costAt(p) <= s.load(v, best)+s.costAt(best) {
-		best = p
-	}
-	d.Replica, d.Reason = best, LeastLoaded
-	t.LeastLoad = s.load(v, best) + s.costAt(best)
+	return best, false
 }
 
 // scan returns the replica with the least load + cost among those not

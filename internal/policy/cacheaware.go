@@ -86,9 +86,29 @@ func (c *CacheAware) Validate() error {
 	return nil
 }
 
+// Slots of a cache-aware trace.
+const (
+	caThreshold ValSlot = iota // cache_threshold
+	caRel                      // balance_rel_threshold
+	caRate                     // the best match's share of the prompt
+)
+
+const (
+	caLo        IntSlot = iota // fewest requests in flight
+	caHi                       // most
+	caBestMatch                // the best match, tokens
+	caAbs                      // balance_abs_threshold
+)
+
+// Columns of a cache-aware candidate.
+const (
+	caColInflight Col = iota
+	caColMatched
+)
+
 // Pick implements Policy.
-func (c *CacheAware) Pick(req *Request, v *View) Decision {
-	var d Decision
+func (c *CacheAware) Pick(req *Request, v *View, d *Decision) {
+	*d = Decision{}
 	t := &d.Trace
 	t.begin("cache-aware", req, v)
 	t.Explain = explainCacheAware
@@ -117,40 +137,42 @@ func (c *CacheAware) Pick(req *Request, v *View) Decision {
 			nBest++
 		}
 	}
-	t.Vals[0], t.Vals[1] = float64(lo), float64(hi)
-	t.Vals[2], t.Vals[3] = c.CacheThreshold, float64(bestMatch)
-	t.Vals[4], t.Vals[5] = float64(c.BalanceAbsThreshold), c.BalanceRelThreshold
+	t.setInt(caLo, lo)
+	t.setInt(caHi, hi)
+	t.setInt(caBestMatch, int64(bestMatch))
+	t.setInt(caAbs, c.BalanceAbsThreshold)
+	t.setVal(caThreshold, c.CacheThreshold)
+	t.setVal(caRel, c.BalanceRelThreshold)
 	if hi-lo > c.BalanceAbsThreshold && float64(hi) > float64(lo)*c.BalanceRelThreshold {
 		d.Replica, d.Reason = v.leastRequests(), CacheImbalanced
-		return d
+		return
 	}
 	rate := 0.0
 	if req.PromptTokens > 0 {
 		rate = min(1, float64(bestMatch)/float64(req.PromptTokens))
 	}
-	t.Vals[6] = rate
+	t.setVal(caRate, rate)
 	if bestMatch > 0 && rate > c.CacheThreshold {
 		d.Replica, d.Reason = bestAt, CacheMatch
 		if nBest > 1 { // a tie: the first clockwise from the home (a walk)
 			d.Replica = v.ringFirst(req.Hash, func(r int) bool { return v.Rows[r].Match == bestMatch })
 		}
-		return d
+		return
 	}
 	d.Replica, d.Reason = v.leastRequests(), CacheLowMatch
-	return d
 }
 
 func explainCacheAware(d *Decision, b *strings.Builder) {
 	t := &d.Trace
-	lo, hi, thr, best := int64(t.Vals[0]), int64(t.Vals[1]), t.Vals[2], int(t.Vals[3])
-	abs, rel, rate := int64(t.Vals[4]), t.Vals[5], t.Vals[6]
+	lo, hi, thr, best := t.Int(caLo), t.Int(caHi), t.Val(caThreshold), t.Int(caBestMatch)
+	abs, rel, rate := t.Int(caAbs), t.Val(caRel), t.Val(caRate)
 	b.WriteString("\n  in flight / matched tokens: ")
 	for i := range min(t.NCands, MaxTraceCands) {
-		c := t.Cands[i]
+		c := &t.Cands[i]
 		if i > 0 {
 			b.WriteByte(' ')
 		}
-		fmt.Fprintf(b, "%s=%.0f/%.0f", t.name(int(c.Replica)), c.V[0], c.V[1])
+		fmt.Fprintf(b, "%s=%.0f/%.0f", t.name(int(c.Replica)), c.At(caColInflight), c.At(caColMatched))
 	}
 	if t.N > MaxTraceCands {
 		fmt.Fprintf(b, " … (%d replicas)", t.N)

@@ -21,13 +21,12 @@ const Home Reason = "home"
 func (Consistent) Name() string { return "consistent" }
 
 // Pick implements Policy.
-func (Consistent) Pick(req *Request, v *View) Decision {
+func (Consistent) Pick(req *Request, v *View, d *Decision) {
 	home := v.ringHome(req.Hash)
-	d := Decision{Replica: home, Reason: Home, Charge: wholeCost(req)}
+	*d = Decision{Replica: home, Reason: Home, Charge: wholeCost(req)}
 	d.Trace.begin("consistent", req, v)
 	d.Trace.Home = home
 	d.Trace.Explain = explainConsistent
-	return d
 }
 
 func explainConsistent(d *Decision, b *strings.Builder) {

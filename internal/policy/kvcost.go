@@ -77,9 +77,30 @@ func (k *KVCost) Validate() error {
 	return nil
 }
 
+// Slots of a kv-cost trace.
+const (
+	kvWeight   ValSlot = iota // overlap_score_weight
+	kvBestCost                // the lowest cost
+)
+
+const (
+	kvBlockSize IntSlot = iota // tokens per block
+	kvReqBlocks                // the prompt's blocks
+	kvTies                     // candidates sharing the lowest cost
+)
+
+// Columns of a kv-cost candidate.
+const (
+	kvColMatched Col = iota // tokens its prefix index matched
+	kvColCached             // whole blocks of them
+	kvColPrefill            // blocks to prefill
+	kvColActive             // blocks in flight there
+	kvColCost
+)
+
 // Pick implements Policy.
-func (k *KVCost) Pick(req *Request, v *View) Decision {
-	var d Decision
+func (k *KVCost) Pick(req *Request, v *View, d *Decision) {
+	*d = Decision{}
 	t := &d.Trace
 	t.begin("kv-cost", req, v)
 	t.Explain = explainKVCost
@@ -95,53 +116,45 @@ func (k *KVCost) Pick(req *Request, v *View) Decision {
 		total = k.OverlapScoreWeight*prefill + float64(active+reqBlocks)
 		return
 	}
-	best, bestCost, ties := -1, 0.0, 0
+	low := newBest(false)
 	for r := range v.Rows {
 		if v.Excluded(r) {
 			continue
 		}
 		cached, prefill, active, total := cost(r)
 		t.addCand(r, float64(v.Rows[r].Match), float64(cached), prefill, float64(active), total)
-		switch {
-		case best < 0 || total < bestCost:
-			best, bestCost, ties = r, total, 1
-		case total == bestCost:
-			ties++
-		}
+		low.offer(r, total)
 	}
-	t.Vals[0], t.Vals[1], t.Vals[2], t.Vals[3], t.Vals[4] = float64(bs), k.OverlapScoreWeight, float64(reqBlocks), bestCost, float64(ties)
-	d.Replica, d.Reason = best, KVLowest
-	if ties > 1 {
+	t.setVal(kvWeight, k.OverlapScoreWeight)
+	t.setVal(kvBestCost, low.val)
+	t.setInt(kvBlockSize, bs)
+	t.setInt(kvReqBlocks, reqBlocks)
+	t.setInt(kvTies, int64(low.ties))
+	var tie bool
+	d.Replica, tie = low.pick(v, req.Hash, func(r int) float64 { _, _, _, total := cost(r); return total })
+	d.Reason = KVLowest
+	if tie {
 		d.Reason = KVTie
-		if r := v.ringFirst(req.Hash, func(r int) bool { _, _, _, total := cost(r); return total == bestCost }); r >= 0 {
-			d.Replica = r
-		}
 	}
-	// The chosen replica's row is always in the trace: beyond the recorded
-	// rows, it takes the last one.
-	if t.NCands > MaxTraceCands && int(t.Cands[MaxTraceCands-1].Replica) < d.Replica {
-		cached, prefill, active, total := cost(d.Replica)
-		c := &t.Cands[MaxTraceCands-1]
-		c.Replica = int32(d.Replica)
-		c.V = [TraceCols]float64{float64(v.Rows[d.Replica].Match), float64(cached), prefill, float64(active), total}
-	}
-	return d
+	cached, prefill, active, total := cost(d.Replica)
+	t.keepChosen(d.Replica, float64(v.Rows[d.Replica].Match), float64(cached), prefill, float64(active), total)
 }
 
 func explainKVCost(d *Decision, b *strings.Builder) {
 	t := &d.Trace
-	bs, w, reqBlocks, bestCost, ties := int(t.Vals[0]), t.Vals[1], int(t.Vals[2]), t.Vals[3], int(t.Vals[4])
+	reqBlocks, bestCost := t.Int(kvReqBlocks), t.Val(kvBestCost)
 	fmt.Fprintf(b, "\n  block %d tokens; prompt %d tokens = %d blocks; cost = %g × prefill blocks + (active blocks + %d)",
-		bs, t.Prompt, reqBlocks, w, reqBlocks)
+		t.Int(kvBlockSize), t.Prompt, reqBlocks, t.Val(kvWeight), reqBlocks)
 	for i := range min(t.NCands, MaxTraceCands) {
-		c := t.Cands[i]
+		c := &t.Cands[i]
 		fmt.Fprintf(b, "\n  %s: matched %.0f tokens = %.0f cached blocks → prefill %.3f; active %.0f → decode %.0f; cost %.3f",
-			t.name(int(c.Replica)), c.V[0], c.V[1], c.V[2], c.V[3], c.V[3]+float64(reqBlocks), c.V[4])
+			t.name(int(c.Replica)), c.At(kvColMatched), c.At(kvColCached), c.At(kvColPrefill), c.At(kvColActive),
+			c.At(kvColActive)+float64(reqBlocks), c.At(kvColCost))
 	}
 	if t.NCands > MaxTraceCands {
 		fmt.Fprintf(b, "\n  … %d more replicas costed", t.NCands-MaxTraceCands)
 	}
-	if ties > 1 {
+	if ties := t.Int(kvTies); ties > 1 {
 		fmt.Fprintf(b, "\n  %d replicas share the lowest cost %.3f → the first clockwise from the home: %s", ties, bestCost, t.name(d.Replica))
 	} else {
 		fmt.Fprintf(b, "\n  lowest cost %.3f → %s", bestCost, t.name(d.Replica))

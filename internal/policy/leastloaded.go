@@ -30,8 +30,8 @@ const Fewest Reason = "fewest"
 func (Least) Name() string { return "least-loaded" }
 
 // Pick implements Policy.
-func (Least) Pick(req *Request, v *View) Decision {
-	var d Decision
+func (Least) Pick(req *Request, v *View, d *Decision) {
+	*d = Decision{}
 	d.Trace.begin("least-loaded", req, v)
 	d.Trace.Explain = explainLeast
 	home := v.ringHome(req.Hash)
@@ -56,7 +56,6 @@ func (Least) Pick(req *Request, v *View) Decision {
 		d.Trace.Loads[r] = v.Rows[r].Load.Requests
 	}
 	d.Replica, d.Reason, d.Charge = best, Fewest, wholeCost(req)
-	return d
 }
 
 func explainLeast(d *Decision, b *strings.Builder) {

@@ -81,7 +81,7 @@ func (a *LLMAware) Validate() error {
 func explainLLMAware(d *Decision, b *strings.Builder) { d.Trace.writeBounded(b, d, true) }
 
 // Pick implements Policy.
-func (a *LLMAware) Pick(req *Request, v *View) Decision {
+func (a *LLMAware) Pick(req *Request, v *View, d *Decision) {
 	home := v.ringHome(req.Hash)
 	whole := wholeCost(req)
 	s := boundSpec{unit: Tokens, eps: a.Epsilon, home: home, preferred: home, cacheAt: -1, cost: whole}
@@ -99,7 +99,7 @@ func (a *LLMAware) Pick(req *Request, v *View) Decision {
 	if a.LongStickiness && cacheLikely && req.PromptTokens >= a.LongPromptTokens {
 		s.long, s.longFactor = true, a.LongCapFactor
 	}
-	var d Decision
+	*d = Decision{}
 	d.Trace.begin("llm-aware", req, v)
 	d.Trace.Explain = explainLLMAware
 	d.Trace.Memory = a.PlacementMemory
@@ -107,7 +107,6 @@ func (a *LLMAware) Pick(req *Request, v *View) Decision {
 	d.Trace.LongOn = a.LongStickiness
 	d.Trace.LongPrompt = a.LongPromptTokens
 	d.Trace.CacheLikely = cacheLikely
-	boundedPick(req, v, &s, &d)
+	boundedPick(req, v, &s, d)
 	d.Charge = s.costAt(d.Replica)
-	return d
 }

@@ -19,12 +19,11 @@ const Hash Reason = "hash"
 func (ModN) Name() string { return "mod-n" }
 
 // Pick implements Policy.
-func (ModN) Pick(req *Request, v *View) Decision {
+func (ModN) Pick(req *Request, v *View, d *Decision) {
 	r := v.firstAllowed(int(req.Hash % uint64(len(v.Names))))
-	d := Decision{Replica: r, Reason: Hash, Charge: wholeCost(req)}
+	*d = Decision{Replica: r, Reason: Hash, Charge: wholeCost(req)}
 	d.Trace.begin("mod-n", req, v)
 	d.Trace.Explain = explainModN
-	return d
 }
 
 func explainModN(d *Decision, b *strings.Builder) {

@@ -58,18 +58,28 @@ func (*P2C) Name() string { return "p2c" }
 // Validate implements Settings: p2c has no numeric settings.
 func (*P2C) Validate() error { return nil }
 
+// Slots of a p2c trace.
+const (
+	p2Allowed IntSlot = iota // replicas allowed
+	p2First                  // the first draw, among the allowed
+	p2Second                 // the second
+)
+
+// p2Load is a p2c candidate's one column: its KV use or requests in flight.
+const p2Load Col = 0
+
 // Pick implements Policy.
-func (p *P2C) Pick(req *Request, v *View) Decision {
-	var d Decision
+func (p *P2C) Pick(req *Request, v *View, d *Decision) {
+	*d = Decision{}
 	t := &d.Trace
 	t.begin("p2c", req, v)
 	t.Explain = explainP2C
 	d.Charge = wholeCost(req)
 	m := v.allowed()
-	t.Vals[0] = float64(m)
+	t.setInt(p2Allowed, int64(m))
 	if m <= 1 {
 		d.Replica, d.Reason = v.firstAllowed(0), P2COnly
-		return d
+		return
 	}
 	h1 := mix64(req.Hash ^ mix64(req.Seq+1))
 	h2 := mix64(h1)
@@ -83,32 +93,32 @@ func (p *P2C) Pick(req *Request, v *View) Decision {
 	} else {
 		la, lb, d.Reason = float64(v.Rows[a].Load.Requests), float64(v.Rows[b].Load.Requests), P2CFewer
 	}
-	t.Vals[1], t.Vals[2] = float64(i1), float64(i2)
+	t.setInt(p2First, int64(i1))
+	t.setInt(p2Second, int64(i2))
 	t.addCand(a, la)
 	t.addCand(b, lb)
 	d.Replica = a
 	if la > lb {
 		d.Replica = b
 	}
-	return d
 }
 
 func explainP2C(d *Decision, b *strings.Builder) {
 	t := &d.Trace
-	m := int(t.Vals[0])
+	m := t.Int(p2Allowed)
 	if d.Reason == P2COnly {
 		fmt.Fprintf(b, "\n  %d replica allowed → %s", m, t.name(d.Replica))
 		return
 	}
 	a, c := t.Cands[0], t.Cands[1]
 	fmt.Fprintf(b, "\n  draw from hash=%016x seq=%d over %d allowed replicas: #%d=%s, #%d=%s",
-		t.Hash, t.Seq, m, int(t.Vals[1]), t.name(int(a.Replica)), int(t.Vals[2]), t.name(int(c.Replica)))
+		t.Hash, t.Seq, m, t.Int(p2First), t.name(int(a.Replica)), t.Int(p2Second), t.name(int(c.Replica)))
 	if d.Reason == P2CLessKV {
-		fmt.Fprintf(b, "\n  reported KV-cache use: %s=%.3f %s=%.3f", t.name(int(a.Replica)), a.V[0], t.name(int(c.Replica)), c.V[0])
+		fmt.Fprintf(b, "\n  reported KV-cache use: %s=%.3f %s=%.3f", t.name(int(a.Replica)), a.At(p2Load), t.name(int(c.Replica)), c.At(p2Load))
 	} else {
-		fmt.Fprintf(b, "\n  in flight (requests): %s=%.0f %s=%.0f", t.name(int(a.Replica)), a.V[0], t.name(int(c.Replica)), c.V[0])
+		fmt.Fprintf(b, "\n  in flight (requests): %s=%.0f %s=%.0f", t.name(int(a.Replica)), a.At(p2Load), t.name(int(c.Replica)), c.At(p2Load))
 	}
-	if a.V[0] <= c.V[0] {
+	if a.At(p2Load) <= c.At(p2Load) {
 		fmt.Fprintf(b, " → %s (first drawn, ≤)", t.name(d.Replica))
 	} else {
 		fmt.Fprintf(b, " → %s (second drawn, <)", t.name(d.Replica))

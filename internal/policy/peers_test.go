@@ -79,7 +79,7 @@ func TestP2C(t *testing.T) {
 			for seq := range uint64(50) {
 				v := peerView(10, 2)
 				tt.setup(v)
-				d := p.Pick(&Request{Hash: 99, Seq: seq, Last: -1}, v)
+				d := pickOnce(p, &Request{Hash: 99, Seq: seq, Last: -1}, v)
 				if d.Replica != tt.want || d.Reason != tt.reason {
 					t.Fatalf("seq %d: got %s (%s), want %s (%s)\n%s", seq, v.Names[d.Replica], d.Reason, v.Names[tt.want], tt.reason, d.Format())
 				}
@@ -91,7 +91,7 @@ func TestP2C(t *testing.T) {
 	v := peerView(10, 2)
 	report(v, 0, 4, 0, 0.1)
 	report(v, 1, 2, 0, 0.9)
-	if d := p.Pick(&Request{Hash: 99, Last: -1}, v); d.Replica != 1 || d.Reason != P2CFewer {
+	if d := pickOnce(p, &Request{Hash: 99, Last: -1}, v); d.Replica != 1 || d.Reason != P2CFewer {
 		t.Errorf("reported_load=false: got %s (%s)\n%s", v.Names[d.Replica], d.Reason, d.Format())
 	}
 }
@@ -107,7 +107,7 @@ func TestP2CDraws(t *testing.T) {
 	const n = 40000
 	for i := range n {
 		req := Request{Hash: uint64(i%97) * 0x9e3779b97f4a7c15, Seq: uint64(i), Last: -1}
-		d := p.Pick(&req, v)
+		d := pickOnce(p, &req, v)
 		a, b := d.Trace.Cands[0], d.Trace.Cands[1]
 		if a.Replica == b.Replica {
 			t.Fatalf("request %d drew %s twice", i, v.Names[a.Replica])
@@ -133,7 +133,7 @@ func TestP2CDraws(t *testing.T) {
 func TestP2CTrace(t *testing.T) {
 	p := mustNew(t, "p2c", nil)
 	v := peerView(10, 2)
-	d := p.Pick(&Request{Hash: 99, Seq: 0, Last: -1}, v)
+	d := pickOnce(p, &Request{Hash: 99, Seq: 0, Last: -1}, v)
 	got := d.Format()
 	for _, want := range []string{"p2c → llm-1 (p2c-fewer)", "over 2 allowed replicas", "in flight (requests): ", "llm-0=10", "llm-1=2"} {
 		if !strings.Contains(got, want) {
@@ -202,7 +202,7 @@ func TestReasonsInSpec(t *testing.T) {
 				}
 				v := randomView(rng, n)
 				req := randomRequest(rng, uint64(i), n)
-				d := p.Pick(&req, v)
+				d := pickOnce(p, &req, v)
 				if d.Replica < 0 || d.Replica >= n || v.Excluded(d.Replica) {
 					t.Fatalf("step %d: picked %d (excluded=%v) of %d\n%s", i, d.Replica, d.Replica >= 0 && d.Replica < n && v.Excluded(d.Replica), n, d.Format())
 				}
@@ -234,7 +234,7 @@ func TestPickAllocs(t *testing.T) {
 			}
 			i := 0
 			allocs := testing.AllocsPerRun(200, func() {
-				sink = p.Pick(&reqs[i%len(reqs)], v)
+				p.Pick(&reqs[i%len(reqs)], v, &sink)
 				i++
 			})
 			if allocs != 0 {
@@ -291,7 +291,7 @@ func TestPrefixHash(t *testing.T) {
 			if tt.exclude != 0 {
 				v.Exclude = []uint64{tt.exclude}
 			}
-			d := p.Pick(&Request{Hash: 1, FirstUser: sys, Last: -1}, v)
+			d := pickOnce(p, &Request{Hash: 1, FirstUser: sys, Last: -1}, v)
 			if d.Replica != tt.want || d.Reason != tt.reason {
 				t.Errorf("got %s (%s), want %s (%s)\n%s", v.Names[d.Replica], d.Reason, v.Names[tt.want], tt.reason, d.Format())
 			}
@@ -308,7 +308,7 @@ func TestPrefixHashTrace(t *testing.T) {
 		v.Rows[i].Load = Load{Requests: l}
 	}
 	v.Recount()
-	d := p.Pick(&Request{Hash: 1, FirstUser: sys, Last: -1}, v)
+	d := pickOnce(p, &Request{Hash: 1, FirstUser: sys, Last: -1}, v)
 	want := fmt.Sprintf(`prefix-hash → llm-2 (prefix-next)
   key: first 28 characters of the first user message → hash=%016x → ring home llm-0
   in flight (requests): llm-0=6 llm-1=2 llm-2=2; threshold = (10+1)/3 × 125%% = 4.58
@@ -334,14 +334,14 @@ func TestPrefixHashKey(t *testing.T) {
 	homes := map[int]bool{}
 	for i := range 50 {
 		// Equal first 10 characters, different conversations and endings.
-		d := p.Pick(&Request{Hash: uint64(i), FirstUser: fmt.Sprintf("0123456789 question %d", i), Last: -1}, v)
+		d := pickOnce(p, &Request{Hash: uint64(i), FirstUser: fmt.Sprintf("0123456789 question %d", i), Last: -1}, v)
 		homes[d.Replica] = true
 	}
 	if len(homes) != 1 {
 		t.Errorf("one 10-character prefix went to %d replicas, want 1", len(homes))
 	}
 	for i := range 50 {
-		d := p.Pick(&Request{Hash: 7, FirstUser: fmt.Sprintf("%02d3456789", i), Last: -1}, v)
+		d := pickOnce(p, &Request{Hash: 7, FirstUser: fmt.Sprintf("%02d3456789", i), Last: -1}, v)
 		homes[d.Replica] = true
 	}
 	if len(homes) < 4 {
@@ -387,7 +387,7 @@ func TestCacheAware(t *testing.T) {
 			for r, m := range tt.match {
 				v.Rows[r].Match = m
 			}
-			d := p.Pick(&Request{Hash: 5, PromptTokens: 1000, Last: -1}, v)
+			d := pickOnce(p, &Request{Hash: 5, PromptTokens: 1000, Last: -1}, v)
 			if d.Replica != tt.want || d.Reason != tt.reason {
 				t.Errorf("got %s (%s), want %s (%s)\n%s", v.Names[d.Replica], d.Reason, v.Names[tt.want], tt.reason, d.Format())
 			}
@@ -400,7 +400,7 @@ func TestCacheAwareTrace(t *testing.T) {
 	p := mustNew(t, "cache-aware", nil)
 	v := peerView(100, 10, 50)
 	v.Rows[0].Match = 1000
-	d := p.Pick(&Request{Hash: 5, PromptTokens: 1000, Last: -1}, v)
+	d := pickOnce(p, &Request{Hash: 5, PromptTokens: 1000, Last: -1}, v)
 	want := `cache-aware → llm-1 (imbalanced)
   in flight / matched tokens: llm-0=100/1000 llm-1=10/0 llm-2=50/0
   imbalanced: max−min = 100−10 = 90 > 64 and 100 > 1.5×10 → shortest queue: llm-1`
@@ -409,7 +409,7 @@ func TestCacheAwareTrace(t *testing.T) {
 	}
 	v = peerView(3, 1, 2)
 	v.Rows[2].Match = 450
-	d = p.Pick(&Request{Hash: 5, PromptTokens: 1000, Last: -1}, v)
+	d = pickOnce(p, &Request{Hash: 5, PromptTokens: 1000, Last: -1}, v)
 	want = `cache-aware → llm-2 (prefix-match)
   in flight / matched tokens: llm-0=3/0 llm-1=1/0 llm-2=2/450
   balanced: max−min = 3−1 = 2 ≤ 64
@@ -425,7 +425,7 @@ func TestCacheAwareRelThreshold(t *testing.T) {
 	p := mustNew(t, "cache-aware", &CacheAware{CacheThreshold: 0.3, BalanceAbsThreshold: 64, BalanceRelThreshold: 2})
 	v := peerView(200, 100, 150)
 	v.Rows[0].Match = 900
-	if d := p.Pick(&Request{Hash: 5, PromptTokens: 1000, Last: -1}, v); d.Replica != 0 || d.Reason != CacheMatch {
+	if d := pickOnce(p, &Request{Hash: 5, PromptTokens: 1000, Last: -1}, v); d.Replica != 0 || d.Reason != CacheMatch {
 		t.Errorf("got %s (%s), want llm-0 (prefix-match)\n%s", v.Names[d.Replica], d.Reason, d.Format())
 	}
 }
@@ -488,7 +488,7 @@ func TestScored(t *testing.T) {
 			if want < 0 {
 				want = v.Ring.Home(req.Hash)
 			}
-			d := p.Pick(&req, v)
+			d := pickOnce(p, &req, v)
 			if d.Replica != want || d.Reason != tt.reason {
 				t.Errorf("got %s (%s), want %s (%s)\n%s", v.Names[d.Replica], d.Reason, v.Names[want], tt.reason, d.Format())
 			}
@@ -504,7 +504,7 @@ func TestScoredTrace(t *testing.T) {
 	report(v, 1, 0, 9, 0.9)
 	v.Rows[2].Reported = Reported{KVUse: 0.1, HasKV: true}
 	v.Rows[0].Match = 250
-	d := p.Pick(&Request{Hash: 5, PromptTokens: 1000, Last: -1}, v)
+	d := pickOnce(p, &Request{Hash: 5, PromptTokens: 1000, Last: -1}, v)
 	want := `scored → llm-2 (top-score)
   score = 2·queue + 2·kv + 3·prefix
   queue: a replica's queue is unknown → router-side requests in flight, min 1 max 5
@@ -527,7 +527,7 @@ func TestScoredChosenInTrace(t *testing.T) {
 	}
 	loads[17] = 0
 	v := peerView(loads...)
-	d := p.Pick(&Request{Hash: 5, PromptTokens: 1000, Last: -1}, v)
+	d := pickOnce(p, &Request{Hash: 5, PromptTokens: 1000, Last: -1}, v)
 	if d.Replica != 17 || !strings.Contains(d.Format(), "llm-17: queue 0 → 1.000") || !strings.Contains(d.Format(), "… 12 more replicas scored") {
 		t.Errorf("got %s, want llm-17 with its row in the trace:\n%s", v.Names[d.Replica], d.Format())
 	}
@@ -549,7 +549,7 @@ func TestKVCost(t *testing.T) {
 		v.Rows[0].Match = 800
 		v.Recount()
 		req := Request{Hash: 5, PromptTokens: 800, OutputTokens: 100, Last: -1}
-		d := p.Pick(&req, v)
+		d := pickOnce(p, &req, v)
 		want, reason := 0, KVLowest
 		switch {
 		case a == 50:
@@ -576,7 +576,7 @@ func TestKVCostWeight(t *testing.T) {
 	}{{24, 0}, {26, 1}} {
 		v := peerView(1, 0)
 		v.Rows[0].Load.Tokens, v.Rows[0].Match = tc.active*16, 800
-		d := p.Pick(&Request{Hash: 5, PromptTokens: 800, Last: -1}, v)
+		d := pickOnce(p, &Request{Hash: 5, PromptTokens: 800, Last: -1}, v)
 		if d.Replica != tc.want {
 			t.Errorf("%d active blocks: got %s, want %s\n%s", tc.active, v.Names[d.Replica], v.Names[tc.want], d.Format())
 		}
@@ -591,7 +591,7 @@ func TestKVCostTrace(t *testing.T) {
 	v := peerView(2, 1)
 	v.Rows[0].Load.Tokens, v.Rows[0].Match = 640, 500
 	v.Rows[1].Load.Tokens = 100
-	d := p.Pick(&Request{Hash: 5, PromptTokens: 810, Last: -1}, v)
+	d := pickOnce(p, &Request{Hash: 5, PromptTokens: 810, Last: -1}, v)
 	want := `kv-cost → llm-1 (lowest-cost)
   block 16 tokens; prompt 810 tokens = 51 blocks; cost = 1 × prefill blocks + (active blocks + 51)
   llm-0: matched 500 tokens = 31 cached blocks → prefill 19.625; active 40 → decode 91; cost 110.625

@@ -32,10 +32,11 @@ import (
 type Policy interface {
 	// Name is the policy's registry name.
 	Name() string
-	// Pick chooses a replica. It must not modify req or v (except v.Visited,
+	// Pick chooses a replica and fills d in place (every field: what d held
+	// before is overwritten). It must not modify req or v (except v.Visited,
 	// which is scratch space), must not allocate, and must be deterministic.
 	// v has at least one replica that is not excluded.
-	Pick(req *Request, v *View) Decision
+	Pick(req *Request, v *View, d *Decision)
 }
 
 // Request is what a policy knows about one request.

@@ -61,7 +61,7 @@ func TestSeedTraceLLMAware(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := &Request{Hash: 5, PromptTokens: 860, OutputTokens: 48, Last: 0, CachedTokens: 820}
-	d := p.Pick(req, seedView())
+	d := pickOnce(p, req, seedView())
 	want := `llm-aware → llm-0 (home-long)
   placement memory: last served on llm-0 with 820 cached tokens → preferred=llm-0
   cost on llm-0: max(1, 860-820)=40 + 48 = 88 (new tokens only, cache hit)
@@ -84,7 +84,7 @@ func TestSeedTraceBoundedTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := &Request{Hash: 5, PromptTokens: 860, OutputTokens: 48, Last: 0, CachedTokens: 820}
-	d := p.Pick(req, seedView())
+	d := pickOnce(p, req, seedView())
 	want := `bounded (token mode) → llm-2 (overflow)
   load (tokens): llm-0=2400 llm-1=900 llm-2=900; with this request total=5108, cap=2128.3
   llm-0: 2400+908=3308 > 2128.3 → skip
@@ -165,7 +165,7 @@ func TestReasons(t *testing.T) {
 				v.Recount()
 			}
 			req := tt.req
-			d := p.Pick(&req, v)
+			d := pickOnce(p, &req, v)
 			if v.Names[d.Replica] != tt.want || d.Reason != tt.reason {
 				t.Errorf("got %s (%s), want %s (%s)\n%s", v.Names[d.Replica], d.Reason, tt.want, tt.reason, d.Format())
 			}
@@ -182,14 +182,14 @@ func TestExcludeFailover(t *testing.T) {
 			p, _ := New(name, seedSettings(name))
 			v := seedView()
 			req := Request{Hash: 5, Seq: 0, PromptTokens: 10, OutputTokens: 5, Last: 0, CachedTokens: 8}
-			first := p.Pick(&req, v)
+			first := pickOnce(p, &req, v)
 			v.Exclude = []uint64{1 << uint(first.Replica)}
-			second := p.Pick(&req, v)
+			second := pickOnce(p, &req, v)
 			if second.Replica == first.Replica {
 				t.Fatalf("picked excluded replica %d again", first.Replica)
 			}
 			v.Exclude = []uint64{1<<uint(first.Replica) | 1<<uint(second.Replica)}
-			third := p.Pick(&req, v)
+			third := pickOnce(p, &req, v)
 			if third.Replica == first.Replica || third.Replica == second.Replica {
 				t.Fatalf("picked an excluded replica: %d after %d, %d", third.Replica, first.Replica, second.Replica)
 			}
@@ -241,7 +241,7 @@ func TestBoundedNeverAboveCap(t *testing.T) {
 					req.Last, req.CachedTokens = r, req.PromptTokens*rng.IntN(10)/10
 				}
 				v.Recount()
-				d := p.Pick(&req, v)
+				d := pickOnce(p, &req, v)
 				counts[d.Reason]++
 				tr := &d.Trace
 				load := v.Rows[d.Replica].Load
@@ -297,7 +297,7 @@ func TestDeterministic(t *testing.T) {
 				req.Last = -1
 			}
 			r1, r2 := req, req
-			d1, d2 := p1.Pick(&r1, seedView()), p2.Pick(&r2, seedView())
+			d1, d2 := pickOnce(p1, &r1, seedView()), pickOnce(p2, &r2, seedView())
 			if d1.Replica != d2.Replica || d1.Reason != d2.Reason || d1.Format() != d2.Format() {
 				t.Fatalf("%s: request %d decided differently:\n%s\n%s", name, i, d1.Format(), d2.Format())
 			}
@@ -363,7 +363,7 @@ func BenchmarkPick(b *testing.B) {
 				b.ReportAllocs()
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
-					sink = p.Pick(&reqs[i&(pool-1)], v)
+					p.Pick(&reqs[i&(pool-1)], v, &sink)
 				}
 			})
 		}

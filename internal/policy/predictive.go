@@ -146,7 +146,7 @@ func (p *Predictive) Validate() error {
 
 // Columns of a predictive candidate in the trace (Cand.V).
 const (
-	pqQueue = iota
+	pqQueue Col = iota
 	pqPrefill
 	pqDecode
 	pqMove
@@ -154,19 +154,22 @@ const (
 	pqDecodeRate
 )
 
-// Scalars of a predictive trace (Trace.Vals).
+// Slots of a predictive trace.
 const (
-	pvMargin = iota
+	pvMargin ValSlot = iota
 	pvMarginS
 	pvSent   // Request.SentSince: tokens routed to the last replica since its answer
-	pvHeld   // tokens the conversation's last replica is believed to hold of this prompt (after the decay)
 	pvBest   // T of the fastest replica
 	pvPref   // T of the preferred replica
-	pvFaster // the fastest replica
 	pvBelief // the belief that the last replica still holds the conversation's cache
 )
 
-// pvOther in Vals[pvBelief]: the key's last cache is longer than the
+const (
+	pvHeld   IntSlot = iota // tokens the conversation's last replica is believed to hold of this prompt (after the decay)
+	pvFaster                // the fastest replica
+)
+
+// pvOther in the pvBelief slot: the key's last cache is longer than the
 // prompt, another prompt's.
 const pvOther = -2
 
@@ -283,8 +286,8 @@ func (p *Predictive) fresh(now, at int64) bool {
 }
 
 // Pick implements Policy.
-func (p *Predictive) Pick(req *Request, v *View) Decision {
-	var d Decision
+func (p *Predictive) Pick(req *Request, v *View, d *Decision) {
+	*d = Decision{}
 	t := &d.Trace
 	t.begin("predictive", req, v)
 	t.Explain = explainPredictive
@@ -344,8 +347,14 @@ func (p *Predictive) Pick(req *Request, v *View) Decision {
 	d.Charge = int64(x.newTok) + int64(max(req.OutputTokens, 0))
 
 	t.Home, t.Preferred = home, pref
-	t.Vals[pvMargin], t.Vals[pvMarginS], t.Vals[pvSent], t.Vals[pvBelief] = p.Margin, p.MarginS, float64(max(req.SentSince, 0)), belief
-	t.Vals[pvHeld], t.Vals[pvBest], t.Vals[pvPref], t.Vals[pvFaster] = float64(held), bestT, prefT, float64(best)
+	t.setVal(pvMargin, p.Margin)
+	t.setVal(pvMarginS, p.MarginS)
+	t.setVal(pvSent, float64(max(req.SentSince, 0)))
+	t.setVal(pvBelief, belief)
+	t.setVal(pvBest, bestT)
+	t.setVal(pvPref, prefT)
+	t.setInt(pvHeld, int64(held))
+	t.setInt(pvFaster, int64(best))
 	// The trace's candidates: the preferred, the home, the fastest and
 	// the winner first, then replicas in name order up to its capacity.
 	p.traceCand(t, req, v, pref, last, held, prior)
@@ -356,7 +365,6 @@ func (p *Predictive) Pick(req *Request, v *View) Decision {
 			p.traceCand(t, req, v, r, last, held, prior)
 		}
 	}
-	return d
 }
 
 // traceCand records replica r's prediction unless it is already there.
@@ -376,15 +384,15 @@ func (p *Predictive) traceCand(t *Trace, req *Request, v *View, r, last, held in
 func explainPredictive(d *Decision, b *strings.Builder) {
 	t := &d.Trace
 	fmt.Fprintf(b, "\n  request: prompt=%d output=%d", t.Prompt, t.Output)
-	switch held := int(t.Vals[pvHeld]); {
-	case held > 0 && t.Vals[pvBelief] < 1:
-		fmt.Fprintf(b, "; cache on %s: %d tokens of it (belief %.2f: %.0f tokens routed there since)", t.name(t.Last), held, t.Vals[pvBelief], t.Vals[pvSent])
+	switch held := t.Int(pvHeld); {
+	case held > 0 && t.Val(pvBelief) < 1:
+		fmt.Fprintf(b, "; cache on %s: %d tokens of it (belief %.2f: %.0f tokens routed there since)", t.name(t.Last), held, t.Val(pvBelief), t.Val(pvSent))
 	case held > 0:
 		fmt.Fprintf(b, "; cache on %s: %d tokens of it", t.name(t.Last), held)
-	case t.Vals[pvBelief] == pvOther:
+	case t.Val(pvBelief) == pvOther:
 		fmt.Fprintf(b, "; the key's cache on %s (%d tokens) is longer than this prompt: another prompt's, not counted", t.name(t.Last), t.LastTokens)
-	case t.Vals[pvBelief] >= 0:
-		fmt.Fprintf(b, "; cache on %s most likely gone (%.0f tokens routed there since)", t.name(t.Last), t.Vals[pvSent])
+	case t.Val(pvBelief) >= 0:
+		fmt.Fprintf(b, "; cache on %s most likely gone (%.0f tokens routed there since)", t.name(t.Last), t.Val(pvSent))
 	default:
 		b.WriteString("; no cache known")
 	}
@@ -400,13 +408,13 @@ func explainPredictive(d *Decision, b *strings.Builder) {
 	if t.N > t.NCands {
 		fmt.Fprintf(b, "\n  … %d replicas in all", t.N)
 	}
-	pref, best := t.Vals[pvPref], t.Vals[pvBest]
-	margin := t.Vals[pvMargin]*pref + t.Vals[pvMarginS]
+	pref, best := t.Val(pvPref), t.Val(pvBest)
+	margin := t.Val(pvMargin)*pref + t.Val(pvMarginS)
 	if d.Replica == t.Preferred {
 		fmt.Fprintf(b, "\n  fastest %s %.2fs; preferred %s %.2fs is within %.2fs (margin %g×%.2f + %gs) → %s",
-			t.name(int(t.Vals[pvFaster])), best, t.name(t.Preferred), pref, margin, t.Vals[pvMargin], pref, t.Vals[pvMarginS], d.Reason)
+			t.name(int(t.Int(pvFaster))), best, t.name(t.Preferred), pref, margin, t.Val(pvMargin), pref, t.Val(pvMarginS), d.Reason)
 	} else {
 		fmt.Fprintf(b, "\n  preferred %s %.2fs; %s %.2fs is faster by %.2fs > margin %.2fs (%g×%.2f + %gs) → %s",
-			t.name(t.Preferred), pref, t.name(d.Replica), best, pref-best, margin, t.Vals[pvMargin], pref, t.Vals[pvMarginS], d.Reason)
+			t.name(t.Preferred), pref, t.name(d.Replica), best, pref-best, margin, t.Val(pvMargin), pref, t.Val(pvMarginS), d.Reason)
 	}
 }

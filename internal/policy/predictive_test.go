@@ -175,7 +175,7 @@ func TestPredictiveHandComputed(t *testing.T) {
 			tc.setup(v)
 			v.Recount()
 			req := tc.req
-			d := DefaultPredictive().Pick(&req, v)
+			d := pickOnce(DefaultPredictive(), &req, v)
 			if d.Replica != tc.winner || d.Reason != tc.reason || d.Charge != tc.charge {
 				t.Errorf("decision %s (%s) charge %d, want %s (%s) charge %d\n%s",
 					v.Names[d.Replica], d.Reason, d.Charge, v.Names[tc.winner], tc.reason, tc.charge, d.Format())
@@ -201,7 +201,7 @@ func TestPredictiveTrace(t *testing.T) {
 	v := handView()
 	v.Rows[1].Match = 900
 	req := Request{Hash: 5, PromptTokens: 1000, OutputTokens: 100, Last: 1, CachedTokens: 900}
-	d := DefaultPredictive().Pick(&req, v)
+	d := pickOnce(DefaultPredictive(), &req, v)
 	want := `predictive → llm-1 (cache)
   request: prompt=1000 output=100; cache on llm-1: 900 tokens of it; home llm-0; preferred llm-1
   llm-1: queue 1.00s + prefill 0.50s (100 new @ 200 tok/s) + decode 2.50s (100 @ 40.0 tok/s) + move 0.00s = 4.00s
@@ -222,7 +222,7 @@ func TestPredictiveNewGoesHome(t *testing.T) {
 	p := DefaultPredictive()
 	for i := range 1000 {
 		req := Request{Hash: rng.Uint64(), PromptTokens: 1 + rng.IntN(4000), OutputTokens: rng.IntN(512), Last: -1, Seq: uint64(i)}
-		d := p.Pick(&req, v)
+		d := pickOnce(p, &req, v)
 		if home := v.ringHome(req.Hash); d.Replica != home || d.Reason != Home {
 			t.Fatalf("request %d went to %s (%s), home %s\n%s", i, names[d.Replica], d.Reason, names[home], d.Format())
 		}
@@ -252,7 +252,7 @@ func TestPredictiveCachedNeverMoves(t *testing.T) {
 		v.Rows[last].Match = cached
 		v.Recount()
 		req := Request{Hash: rng.Uint64(), PromptTokens: prompt, OutputTokens: rng.IntN(512), Last: last, CachedTokens: cached}
-		if d := p.Pick(&req, v); d.Replica != last || d.Reason != Cache {
+		if d := pickOnce(p, &req, v); d.Replica != last || d.Reason != Cache {
 			t.Fatalf("case %d: cached on idle %s, went to %s (%s)\n%s", i, names[last], names[d.Replica], d.Reason, d.Format())
 		}
 	}
@@ -282,7 +282,7 @@ func TestPredictiveSlowReplicaGetsLessWork(t *testing.T) {
 		for tick := range 20000 {
 			for acc += arrival; acc >= 1; acc-- {
 				req := Request{Hash: rng.Uint64(), PromptTokens: 100 + rng.IntN(400), OutputTokens: 100, Last: -1, Seq: uint64(tick)}
-				d := p.Pick(&req, v)
+				d := pickOnce(p, &req, v)
 				jobs[d.Replica] = append(jobs[d.Replica], job{d.Charge, d.Charge})
 				v.Rows[d.Replica].Load.Requests++
 				v.Rows[d.Replica].Load.Tokens += d.Charge
@@ -341,7 +341,7 @@ func TestPredictiveNoAllocs(t *testing.T) {
 		p := DefaultPredictive()
 		req := Request{Hash: 42, PromptTokens: 1200, OutputTokens: 128, Last: n / 2, CachedTokens: 1000}
 		var d Decision
-		if a := testing.AllocsPerRun(100, func() { d = p.Pick(&req, v) }); a != 0 {
+		if a := testing.AllocsPerRun(100, func() { p.Pick(&req, v, &d) }); a != 0 {
 			t.Errorf("replicas=%d: %v allocations per Pick, want 0", n, a)
 		}
 		sink = d
@@ -408,7 +408,7 @@ func TestPredictiveTraceBelief(t *testing.T) {
 		v := handView()
 		v.Rows[1].Match = 900
 		req := Request{Hash: 5, PromptTokens: 1000, OutputTokens: 100, Last: 1, CachedTokens: 900, SentSince: tc.sent}
-		d := DefaultPredictive().Pick(&req, v)
+		d := pickOnce(DefaultPredictive(), &req, v)
 		if got := d.Format(); !strings.Contains(got, tc.want) {
 			t.Errorf("SentSince %d: trace\n%s\nwant it to contain %q", tc.sent, got, tc.want)
 		}

@@ -88,9 +88,19 @@ func prefixKey(s string, n int) (string, int) {
 	return s, runes
 }
 
+// Slots of a prefix-hash trace.
+const (
+	phRunes IntSlot = iota // characters of the first user message hashed
+	phTotal                // requests in flight, everywhere
+	phPct                  // mean_load_percentage
+)
+
+// phThreshold is the slot of the load a replica may carry.
+const phThreshold ValSlot = 0
+
 // Pick implements Policy.
-func (p *PrefixHash) Pick(req *Request, v *View) Decision {
-	var d Decision
+func (p *PrefixHash) Pick(req *Request, v *View, d *Decision) {
+	*d = Decision{}
 	t := &d.Trace
 	t.begin("prefix-hash", req, v)
 	t.Explain = explainPrefixHash
@@ -101,7 +111,10 @@ func (p *PrefixHash) Pick(req *Request, v *View) Decision {
 	total := v.Total.Requests
 	thr := float64(total+1) / float64(n) * float64(p.MeanLoadPercentage) / 100
 	t.Hash = h
-	t.Vals[0], t.Vals[1], t.Vals[2], t.Vals[3] = float64(runes), float64(total), thr, float64(p.MeanLoadPercentage)
+	t.setInt(phRunes, int64(runes))
+	t.setInt(phTotal, int64(total))
+	t.setInt(phPct, int64(p.MeanLoadPercentage))
+	t.setVal(phThreshold, thr)
 	for r := range min(n, MaxTraceLoads) {
 		t.Loads[r] = v.Rows[r].Load.Requests
 	}
@@ -147,7 +160,7 @@ func (p *PrefixHash) Pick(req *Request, v *View) Decision {
 			if r == home {
 				d.Reason = PrefixHome
 			}
-			return d
+			return
 		}
 		if !any {
 			break
@@ -158,12 +171,11 @@ func (p *PrefixHash) Pick(req *Request, v *View) Decision {
 		t.Home = home
 	}
 	d.Replica, d.Reason = home, PrefixDefault
-	return d
 }
 
 func explainPrefixHash(d *Decision, b *strings.Builder) {
 	t := &d.Trace
-	runes, total, thr, pct := int(t.Vals[0]), int64(t.Vals[1]), t.Vals[2], int(t.Vals[3])
+	runes, total, thr, pct := t.Int(phRunes), t.Int(phTotal), t.Val(phThreshold), t.Int(phPct)
 	fmt.Fprintf(b, "\n  key: first %d characters of the first user message → hash=%016x → ring home %s", runes, t.Hash, t.name(t.Home))
 	t.writeLoads(b, "in flight (requests)")
 	fmt.Fprintf(b, "; threshold = (%d+1)/%d × %d%% = %.2f", total, t.N, pct, thr)

@@ -19,13 +19,12 @@ const Rotate Reason = "rotate"
 func (RoundRobin) Name() string { return "round-robin" }
 
 // Pick implements Policy.
-func (RoundRobin) Pick(req *Request, v *View) Decision {
+func (RoundRobin) Pick(req *Request, v *View, d *Decision) {
 	n := len(v.Names)
 	r := v.firstAllowed(int(req.Seq % uint64(n)))
-	d := Decision{Replica: r, Reason: Rotate, Charge: wholeCost(req)}
+	*d = Decision{Replica: r, Reason: Rotate, Charge: wholeCost(req)}
 	d.Trace.begin("round-robin", req, v)
 	d.Trace.Explain = explainRoundRobin
-	return d
 }
 
 func explainRoundRobin(d *Decision, b *strings.Builder) {

@@ -79,15 +79,39 @@ func (s *Scored) Validate() error {
 	return nil
 }
 
-// Flags in Trace.Vals[3] of a scored decision.
+// Slots of a scored trace.
+const (
+	scQueueWeight ValSlot = iota
+	scKVWeight
+	scPrefixWeight
+	scQueueLo // the least queue among the candidates
+	scQueueHi // the longest
+	scTop     // the top score
+)
+
+const (
+	scFlags IntSlot = iota // scoredQueueFallback | scoredKVUnknown
+	scTies                 // candidates sharing the top score
+)
+
+// Columns of a scored candidate.
+const (
+	scColQueue Col = iota
+	scColQueueScore
+	scColKVScore
+	scColPrefixScore
+	scColTotal
+)
+
+// Flags in the scFlags slot of a scored trace.
 const (
 	scoredQueueFallback = 1 // queue from router-side requests in flight
 	scoredKVUnknown     = 2 // KV scorer dropped out
 )
 
 // Pick implements Policy.
-func (s *Scored) Pick(req *Request, v *View) Decision {
-	var d Decision
+func (s *Scored) Pick(req *Request, v *View, d *Decision) {
+	*d = Decision{}
 	t := &d.Trace
 	t.begin("scored", req, v)
 	t.Explain = explainScored
@@ -105,21 +129,7 @@ func (s *Scored) Pick(req *Request, v *View) Decision {
 		}
 		return float64(v.Rows[r].Load.Requests)
 	}
-	lo, hi := 0.0, 0.0
-	first := true
-	for r := range v.Rows {
-		if v.Excluded(r) {
-			continue
-		}
-		q := queue(r)
-		if first || q < lo {
-			lo = q
-		}
-		if first || q > hi {
-			hi = q
-		}
-		first = false
-	}
+	lo, hi := queueRange(v, queue)
 	score := func(r int) (qs, ks, ps, total float64) {
 		qs = 1
 		if hi > lo {
@@ -134,53 +144,44 @@ func (s *Scored) Pick(req *Request, v *View) Decision {
 		total = s.QueueWeight*qs + s.KVCacheWeight*ks + s.PrefixWeight*ps
 		return
 	}
-	best, bestScore, ties := -1, 0.0, 0
+	top := newBest(true)
 	for r := range v.Rows {
 		if v.Excluded(r) {
 			continue
 		}
 		qs, ks, ps, total := score(r)
 		t.addCand(r, queue(r), qs, ks, ps, total)
-		switch {
-		case best < 0 || total > bestScore:
-			best, bestScore, ties = r, total, 1
-		case total == bestScore:
-			ties++
-		}
+		top.offer(r, total)
 	}
-	flags := 0
+	var flags int64
 	if !reported {
 		flags |= scoredQueueFallback
 	}
 	if !kvKnown {
 		flags |= scoredKVUnknown
 	}
-	t.Vals[0], t.Vals[1], t.Vals[2], t.Vals[3] = s.QueueWeight, s.KVCacheWeight, s.PrefixWeight, float64(flags)
-	t.Vals[4], t.Vals[5], t.Vals[6] = lo, hi, float64(ties)
-	d.Replica, d.Reason = best, ScoredTop
-	if ties > 1 {
+	t.setVal(scQueueWeight, s.QueueWeight)
+	t.setVal(scKVWeight, s.KVCacheWeight)
+	t.setVal(scPrefixWeight, s.PrefixWeight)
+	t.setVal(scQueueLo, lo)
+	t.setVal(scQueueHi, hi)
+	t.setVal(scTop, top.val)
+	t.setInt(scFlags, flags)
+	t.setInt(scTies, int64(top.ties))
+	var tie bool
+	d.Replica, tie = top.pick(v, req.Hash, func(r int) float64 { _, _, _, total := score(r); return total })
+	d.Reason = ScoredTop
+	if tie {
 		d.Reason = ScoredTie
-		if r := v.ringFirst(req.Hash, func(r int) bool { _, _, _, total := score(r); return total == bestScore }); r >= 0 {
-			d.Replica = r
-		}
 	}
-	t.Vals[7] = bestScore
-	// The chosen replica's row is always in the trace: beyond the recorded
-	// rows, it takes the last one.
-	if t.NCands > MaxTraceCands && int(t.Cands[MaxTraceCands-1].Replica) < d.Replica {
-		qs, ks, ps, total := score(d.Replica)
-		c := &t.Cands[MaxTraceCands-1]
-		c.Replica = int32(d.Replica)
-		c.V = [TraceCols]float64{queue(d.Replica), qs, ks, ps, total}
-	}
-	return d
+	qs, ks, ps, total := score(d.Replica)
+	t.keepChosen(d.Replica, queue(d.Replica), qs, ks, ps, total)
 }
 
 func explainScored(d *Decision, b *strings.Builder) {
 	t := &d.Trace
-	wq, wk, wp, flags := t.Vals[0], t.Vals[1], t.Vals[2], int(t.Vals[3])
-	lo, hi, ties := t.Vals[4], t.Vals[5], int(t.Vals[6])
-	fmt.Fprintf(b, "\n  score = %g·queue + %g·kv + %g·prefix", wq, wk, wp)
+	flags, lo, hi := t.Int(scFlags), t.Val(scQueueLo), t.Val(scQueueHi)
+	fmt.Fprintf(b, "\n  score = %g·queue + %g·kv + %g·prefix", t.Val(scQueueWeight), t.Val(scKVWeight), t.Val(scPrefixWeight))
 	if flags&scoredQueueFallback != 0 {
 		fmt.Fprintf(b, "\n  queue: a replica's queue is unknown → router-side requests in flight, min %g max %g", lo, hi)
 	} else {
@@ -189,19 +190,36 @@ func explainScored(d *Decision, b *strings.Builder) {
 	if flags&scoredKVUnknown != 0 {
 		b.WriteString("; kv: a replica's KV use is unknown → 0 for all")
 	}
-	line := func(r int, q, qs, ks, ps, total float64) {
-		fmt.Fprintf(b, "\n  %s: queue %g → %.3f, kv %.3f, prefix %.3f → %.3f", t.name(r), q, qs, ks, ps, total)
-	}
 	for i := range min(t.NCands, MaxTraceCands) {
-		c := t.Cands[i]
-		line(int(c.Replica), c.V[0], c.V[1], c.V[2], c.V[3], c.V[4])
+		c := &t.Cands[i]
+		fmt.Fprintf(b, "\n  %s: queue %g → %.3f, kv %.3f, prefix %.3f → %.3f", t.name(int(c.Replica)),
+			c.At(scColQueue), c.At(scColQueueScore), c.At(scColKVScore), c.At(scColPrefixScore), c.At(scColTotal))
 	}
 	if t.NCands > MaxTraceCands {
 		fmt.Fprintf(b, "\n  … %d more replicas scored", t.NCands-MaxTraceCands)
 	}
-	if ties > 1 {
-		fmt.Fprintf(b, "\n  %d replicas share the top score %.3f → the first clockwise from the home: %s", ties, t.Vals[7], t.name(d.Replica))
+	if ties := t.Int(scTies); ties > 1 {
+		fmt.Fprintf(b, "\n  %d replicas share the top score %.3f → the first clockwise from the home: %s", ties, t.Val(scTop), t.name(d.Replica))
 	} else {
-		fmt.Fprintf(b, "\n  top score %.3f → %s", t.Vals[7], t.name(d.Replica))
+		fmt.Fprintf(b, "\n  top score %.3f → %s", t.Val(scTop), t.name(d.Replica))
 	}
+}
+
+// queueRange returns the least and the longest queue among the candidates.
+func queueRange(v *View, queue func(r int) float64) (lo, hi float64) {
+	first := true
+	for r := range v.Rows {
+		if v.Excluded(r) {
+			continue
+		}
+		q := queue(r)
+		if first || q < lo {
+			lo = q
+		}
+		if first || q > hi {
+			hi = q
+		}
+		first = false
+	}
+	return lo, hi
 }

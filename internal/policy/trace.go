@@ -13,6 +13,7 @@ const (
 	MaxTraceChecks = 8
 	MaxTraceCands  = 8
 	MaxTraceVals   = 8
+	MaxTraceInts   = 8
 	TraceCols      = 6
 )
 
@@ -74,11 +75,37 @@ type Trace struct {
 
 	// Policies that score every candidate record their numbers here: one
 	// row per candidate (the first MaxTraceCands by the policy's order),
-	// columns as the policy defines them, plus a few scalars.
+	// columns as the policy defines them (Col constants), plus a few
+	// scalars: numbers in Vals, counts, indexes and flag words in Ints,
+	// each slot named by the policy (ValSlot and IntSlot constants; see
+	// Val, Int).
 	Cands  [MaxTraceCands]Cand
 	NCands int
 	Vals   [MaxTraceVals]float64
+	Ints   [MaxTraceInts]int64
 }
+
+// A ValSlot names one of Trace.Vals, an IntSlot one of Trace.Ints, a Col one
+// column of Cand.V: each policy declares the slots it fills as constants of
+// these types, so that its Pick and its explain function agree by name.
+type (
+	ValSlot uint8
+	IntSlot uint8
+	Col     uint8
+)
+
+// Val returns the number in slot s.
+func (t *Trace) Val(s ValSlot) float64 { return t.Vals[s] }
+
+// Int returns the integer in slot s.
+func (t *Trace) Int(s IntSlot) int64 { return t.Ints[s] }
+
+func (t *Trace) setVal(s ValSlot, x float64) { t.Vals[s] = x }
+
+func (t *Trace) setInt(s IntSlot, x int64) { t.Ints[s] = x }
+
+// At returns the candidate's number in column c.
+func (c *Cand) At(col Col) float64 { return c.V[col] }
 
 // Cand is one candidate's numbers in a scoring policy's trace.
 type Cand struct {
@@ -96,6 +123,51 @@ func (t *Trace) addCand(r int, v ...float64) {
 	t.NCands++
 }
 
+// keepChosen makes sure the chosen replica r is among the recorded rows:
+// when more candidates were scored than the trace keeps and r came after
+// them, its row v replaces the last one.
+func (t *Trace) keepChosen(r int, v ...float64) {
+	if t.NCands > MaxTraceCands && int(t.Cands[MaxTraceCands-1].Replica) < r {
+		c := &t.Cands[MaxTraceCands-1]
+		c.Replica = int32(r)
+		c.V = [TraceCols]float64{}
+		copy(c.V[:], v)
+	}
+}
+
+// best finds the best candidate of a scan, the highest value when high is
+// set, else the lowest, and counts the candidates that share it.
+type best struct {
+	high bool
+	r    int // -1 before the first offer
+	val  float64
+	ties int
+}
+
+func newBest(high bool) best { return best{high: high, r: -1} }
+
+// offer considers candidate r with value x (candidates in replica order).
+func (b *best) offer(r int, x float64) {
+	switch {
+	case b.r < 0 || b.high && x > b.val || !b.high && x < b.val:
+		b.r, b.val, b.ties = r, x, 1
+	case x == b.val:
+		b.ties++
+	}
+}
+
+// pick returns the chosen replica: the best one, or, when several share the
+// best value (value recomputes a candidate's), the first of them clockwise
+// from hash's ring home; tie says which.
+func (b *best) pick(v *View, hash uint64, value func(r int) float64) (r int, tie bool) {
+	if b.ties <= 1 {
+		return b.r, false
+	}
+	if r := v.ringFirst(hash, func(r int) bool { return value(r) == b.val }); r >= 0 {
+		return r, true
+	}
+	return b.r, true
+}
 func (t *Trace) begin(policy string, req *Request, v *View) {
 	t.Policy, t.Names, t.N = policy, v.Names, len(v.Names)
 	t.Hash, t.Seq = req.Hash, req.Seq
@@ -121,42 +193,17 @@ func (t *Trace) name(r int) string {
 // writeBounded writes the lines of a bounded-loads walk (bounded, and
 // llm-aware after its own lines; llm says which wording to use).
 func (t *Trace) writeBounded(b *strings.Builder, d *Decision, llm bool) {
-	num := func(v float64) string {
-		if t.Unit == Requests {
-			return fmt.Sprintf("%.0f", v)
-		}
-		return fmt.Sprintf("%.1f", v)
-	}
 	if llm {
-		switch {
-		case t.Last < 0 || t.LastTokens == 0:
-			fmt.Fprintf(b, "\n  placement memory: no cache known → preferred=%s (ring home)", t.name(t.Preferred))
-		case !t.Memory:
-			fmt.Fprintf(b, "\n  placement memory: off (last served on %s with %d cached tokens) → preferred=%s (ring home)",
-				t.name(t.Last), t.LastTokens, t.name(t.Preferred))
-		default:
-			fmt.Fprintf(b, "\n  placement memory: last served on %s with %d cached tokens → preferred=%s",
-				t.name(t.Last), t.LastTokens, t.name(t.Preferred))
-		}
-		if t.CacheAt == t.Preferred && t.CacheAt >= 0 {
-			fmt.Fprintf(b, "\n  cost on %s: max(1, %d-%d)=%d + %d = %d (new tokens only, cache hit)",
-				t.name(t.Preferred), t.Prompt, t.LastTokens, t.CacheCost-int64(t.Output), t.Output, t.CacheCost)
-		} else {
-			fmt.Fprintf(b, "\n  cost on %s: %d + %d = %d (whole prompt", t.name(t.Preferred), t.Prompt, t.Output, t.Cost)
-			if !t.CacheAware && t.CacheLikely {
-				b.WriteString(", cache-aware load off")
-			}
-			b.WriteString(")")
-		}
+		t.writePlacement(b)
 	}
 	t.writeLoads(b, fmt.Sprintf("load (%s)", t.Unit))
 	prefCost := t.Cost
 	if t.CacheAt == t.Preferred && t.CacheAt >= 0 {
 		prefCost = t.CacheCost
 	}
-	capText := "cap=" + num(t.Cap)
+	capText := "cap=" + t.num(t.Cap)
 	if t.Unit == Requests {
-		capText = fmt.Sprintf("cap=⌈%.2f⌉=%s", (1+t.Epsilon)*t.Avg, num(t.Cap))
+		capText = fmt.Sprintf("cap=⌈%.2f⌉=%s", (1+t.Epsilon)*t.Avg, t.num(t.Cap))
 	}
 	if llm {
 		fmt.Fprintf(b, "; +%d → total=%d, avg=%.1f, %s", prefCost, t.Total, t.Avg, capText)
@@ -167,6 +214,51 @@ func (t *Trace) writeBounded(b *strings.Builder, d *Decision, llm bool) {
 		fmt.Fprintf(b, "\n  long stickiness: prompt_tokens=%d ≥ %d and cache_likely=%t → long_cap=%.1f",
 			t.Prompt, t.LongPrompt, t.CacheLikely, t.LongCap)
 	}
+	t.writeChecks(b, d, prefCost)
+	if t.NChecks > MaxTraceChecks {
+		fmt.Fprintf(b, "\n  … %d more replicas checked", t.NChecks-MaxTraceChecks)
+	}
+	if d.Reason == LeastLoaded {
+		fmt.Fprintf(b, "\n  no replica within the cap → least loaded: %s (%d with this request)", t.name(d.Replica), t.LeastLoad)
+	}
+}
+
+// num writes a load or cap in the walk's unit.
+func (t *Trace) num(v float64) string {
+	if t.Unit == Requests {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.1f", v)
+}
+
+// writePlacement writes llm-aware's lines about placement memory and the
+// request's cost on the preferred replica.
+func (t *Trace) writePlacement(b *strings.Builder) {
+	switch {
+	case t.Last < 0 || t.LastTokens == 0:
+		fmt.Fprintf(b, "\n  placement memory: no cache known → preferred=%s (ring home)", t.name(t.Preferred))
+	case !t.Memory:
+		fmt.Fprintf(b, "\n  placement memory: off (last served on %s with %d cached tokens) → preferred=%s (ring home)",
+			t.name(t.Last), t.LastTokens, t.name(t.Preferred))
+	default:
+		fmt.Fprintf(b, "\n  placement memory: last served on %s with %d cached tokens → preferred=%s",
+			t.name(t.Last), t.LastTokens, t.name(t.Preferred))
+	}
+	if t.CacheAt == t.Preferred && t.CacheAt >= 0 {
+		fmt.Fprintf(b, "\n  cost on %s: max(1, %d-%d)=%d + %d = %d (new tokens only, cache hit)",
+			t.name(t.Preferred), t.Prompt, t.LastTokens, t.CacheCost-int64(t.Output), t.Output, t.CacheCost)
+	} else {
+		fmt.Fprintf(b, "\n  cost on %s: %d + %d = %d (whole prompt", t.name(t.Preferred), t.Prompt, t.Output, t.Cost)
+		if !t.CacheAware && t.CacheLikely {
+			b.WriteString(", cache-aware load off")
+		}
+		b.WriteString(")")
+	}
+}
+
+// writeChecks writes one line per candidate the walk checked (prefCost: the
+// request's cost on the preferred replica).
+func (t *Trace) writeChecks(b *strings.Builder, d *Decision, prefCost int64) {
 	// Merge the preferred replica's normal and long checks into one line, as
 	// the study printed them.
 	checks := t.Checks[:min(t.NChecks, MaxTraceChecks)]
@@ -177,11 +269,11 @@ func (t *Trace) writeBounded(b *strings.Builder, d *Decision, llm bool) {
 		if !c.Fit && !c.Long && i+1 < len(checks) && checks[i+1].Long && checks[i+1].Fit {
 			l := checks[i+1]
 			fmt.Fprintf(b, "\n  %s: %d+%d=%d ≤ long_cap=%.1f (> normal cap=%s) → %s",
-				t.name(r), l.Load, l.Cost, l.Load+l.Cost, l.Limit, num(c.Limit), d.Reason)
+				t.name(r), l.Load, l.Cost, l.Load+l.Cost, l.Limit, t.num(c.Limit), d.Reason)
 			i++
 			continue
 		}
-		limit := num(c.Limit)
+		limit := t.num(c.Limit)
 		if c.Long {
 			limit = fmt.Sprintf("long_cap=%.1f", c.Limit)
 		}
@@ -200,12 +292,6 @@ func (t *Trace) writeBounded(b *strings.Builder, d *Decision, llm bool) {
 		default:
 			fmt.Fprintf(b, "\n  %s: %d+%d=%d > %s → skip", t.name(r), c.Load, c.Cost, c.Load+c.Cost, limit)
 		}
-	}
-	if t.NChecks > MaxTraceChecks {
-		fmt.Fprintf(b, "\n  … %d more replicas checked", t.NChecks-MaxTraceChecks)
-	}
-	if d.Reason == LeastLoaded {
-		fmt.Fprintf(b, "\n  no replica within the cap → least loaded: %s (%d with this request)", t.name(d.Replica), t.LeastLoad)
 	}
 }
 

@@ -15,10 +15,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/llm-ring/llm-ring/internal/config"
-	"github.com/llm-ring/llm-ring/internal/discovery"
 	"github.com/llm-ring/llm-ring/internal/engine"
 	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/replica"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/wire"
 )
 
@@ -27,7 +27,7 @@ var simEpoch = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 // simReplica is one simulated replica (package replica, in-process) named
 // name on a virtual clock: requests sent to two such replicas in the same
 // order get byte-identical answers (same ids, times and tokens).
-func simReplica(t *testing.T, name string, edit func(*replica.Options)) discovery.Replica {
+func simReplica(t *testing.T, name string, edit func(*replica.Options)) replicaset.Replica {
 	t.Helper()
 	opts := replica.Options{Model: model.DefaultConfig(), Clock: replica.NewVirtualClock(simEpoch)}
 	if edit != nil {
@@ -44,7 +44,7 @@ func simReplica(t *testing.T, name string, edit func(*replica.Options)) discover
 	}
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
-	return discovery.Replica{Name: name, URL: srv.URL}
+	return replicaset.Replica{Name: name, URL: srv.URL}
 }
 
 // rawPost sends body to url+path and returns the status and the whole answer.
@@ -120,7 +120,7 @@ func TestLearnsFromEveryStream(t *testing.T) {
 				routed := simReplica(t, "llm-0", face)
 				direct := simReplica(t, "llm-0", face).URL    // the same requests, without the option
 				withUsage := simReplica(t, "llm-0", face).URL // the same requests, asking for usage
-				s := stubRouter(t, "consistent", []discovery.Replica{routed})
+				s := stubRouter(t, "consistent", []replicaset.Replica{routed})
 				body := `{"model":"m","messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Why do chats resend history?"}],"max_tokens":12,"seed":7,"stream":true}`
 				if path == wire.PathCompletions {
 					body = `{"model":"m","prompt":"Why do chats resend history? Because","max_tokens":12,"seed":7,"stream":true}`
@@ -165,7 +165,7 @@ func TestLearnsFromEveryStream(t *testing.T) {
 // uses (same key rules: system prompt + first user message), and the
 // router learns its counts from the Messages usage shape, streamed or not.
 func TestMessagesRouted(t *testing.T) {
-	var rs []discovery.Replica
+	var rs []replicaset.Replica
 	for i := range 3 {
 		rs = append(rs, simReplica(t, fmt.Sprint("llm-", i), nil))
 	}
@@ -233,7 +233,7 @@ func TestMessagesRouted(t *testing.T) {
 func TestRoutedByLoad(t *testing.T) {
 	release := make(chan struct{})
 	var got [3]atomic.Int64
-	var rs []discovery.Replica
+	var rs []replicaset.Replica
 	for i := range 3 {
 		rs = append(rs, stub(t, fmt.Sprint("r", i), func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path != wire.PathEmbeddings { // health checks, metrics scrapes
@@ -272,7 +272,7 @@ func TestRoutedByLoad(t *testing.T) {
 	deadURL := dead.URL
 	dead.Close()
 	live := simReplica(t, "live", nil)
-	s2 := stubRouter(t, "consistent", []discovery.Replica{{Name: "dead", URL: deadURL}, live})
+	s2 := stubRouter(t, "consistent", []replicaset.Replica{{Name: "dead", URL: deadURL}, live})
 	for _, c := range []struct{ path, body, want string }{
 		{wire.PathEmbeddings, `{"input":["a","b"]}`, `"embedding"`},
 		{wire.PathRerank, `{"query":"q","documents":["x","y"]}`, `"relevance_score"`},
@@ -301,7 +301,7 @@ func TestRoutedByLoad(t *testing.T) {
 // fails is left out; with none answering, a 503.
 func TestModels(t *testing.T) {
 	var fetches atomic.Int64
-	list := func(name, ids string) discovery.Replica {
+	list := func(name, ids string) replicaset.Replica {
 		return stub(t, name, func(w http.ResponseWriter, r *http.Request) {
 			switch r.URL.Path {
 			case "/health":
@@ -318,7 +318,7 @@ func TestModels(t *testing.T) {
 			http.Error(w, "boom", 500)
 		}
 	})
-	s := stubRouter(t, "consistent", []discovery.Replica{
+	s := stubRouter(t, "consistent", []replicaset.Replica{
 		list("a", `{"id":"qwen","object":"model","owned_by":"vllm"}`),
 		list("b", `{"id":"llama","object":"model"},{"id":"qwen","object":"model","owned_by":"sglang"}`),
 		broken,
@@ -344,7 +344,7 @@ func TestModels(t *testing.T) {
 	if resp, _ := s.do(t, "POST", wire.PathModels, ""); resp.StatusCode != 405 {
 		t.Errorf("POST models: %d, want 405", resp.StatusCode)
 	}
-	none := stubRouter(t, "consistent", []discovery.Replica{broken})
+	none := stubRouter(t, "consistent", []replicaset.Replica{broken})
 	if resp, body := none.do(t, "GET", wire.PathModels, ""); resp.StatusCode != 503 || !strings.Contains(body, `"error"`) {
 		t.Errorf("no list: %d %s, want a 503 JSON error", resp.StatusCode, body)
 	}
@@ -357,7 +357,7 @@ func TestAPIKeyForwarded(t *testing.T) {
 	for _, api := range replica.APIs {
 		t.Run(api, func(t *testing.T) {
 			rep := simReplica(t, "llm-0", func(o *replica.Options) { o.API, o.APIKeys = api, []string{"sekret"} })
-			s := stubRouter(t, "consistent", []discovery.Replica{rep}, func(c *config.Router) { c.HealthCheck.Path = "/health" })
+			s := stubRouter(t, "consistent", []replicaset.Replica{rep}, func(c *config.Router) { c.HealthCheck.Path = "/health" })
 			if resp, body := rawPost(t, s.url, wire.PathChatCompletions, chatBody("hi", false)); resp.StatusCode != 401 {
 				t.Errorf("without the key: %d %s, want 401", resp.StatusCode, body)
 			}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/llm-ring/llm-ring/internal/config"
 	"github.com/llm-ring/llm-ring/internal/discovery"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/wire"
 )
 
@@ -393,7 +394,7 @@ func TestAdminToken(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := New(Options{Config: testConfig(t, "consistent", []discovery.Replica{{Name: "a", URL: "http://127.0.0.1:1"}}, tt.edit)})
+			_, err := New(Options{Config: testConfig(t, "consistent", []replicaset.Replica{{Name: "a", URL: "http://127.0.0.1:1"}}, tt.edit)})
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("New: %v, want an error containing %q", err, tt.want)
 			}
@@ -402,14 +403,14 @@ func TestAdminToken(t *testing.T) {
 }
 
 // stub is a replica whose every answer is fn.
-func stub(t *testing.T, name string, fn http.HandlerFunc) discovery.Replica {
+func stub(t *testing.T, name string, fn http.HandlerFunc) replicaset.Replica {
 	srv := httptest.NewServer(fn)
 	t.Cleanup(srv.Close)
-	return discovery.Replica{Name: name, URL: srv.URL}
+	return replicaset.Replica{Name: name, URL: srv.URL}
 }
 
 // stubRouter is a router (through Serve) in front of the given replicas.
-func stubRouter(t *testing.T, pol string, rs []discovery.Replica, edit ...func(*config.Router)) *served {
+func stubRouter(t *testing.T, pol string, rs []replicaset.Replica, edit ...func(*config.Router)) *served {
 	h := &harness{logs: &bytes.Buffer{}}
 	rt, err := New(Options{Config: testConfig(t, pol, rs, edit...), Logger: slog.New(slog.NewJSONHandler(syncWriter{w: h.logs}, nil))})
 	if err != nil {
@@ -456,7 +457,7 @@ func TestStalledReplica(t *testing.T) {
 	idle := func(c *config.Router) { c.Upstream.IdleTimeout = config.Duration(300 * time.Millisecond) }
 	client := &http.Client{Timeout: 20 * time.Second} // the old router held the client until this
 	for _, tc := range []struct {
-		replica  discovery.Replica
+		replica  replicaset.Replica
 		status   int
 		inBody   []string
 		metricOK string
@@ -467,7 +468,7 @@ func TestStalledReplica(t *testing.T) {
 		{midway, 200, []string{"first", `data: {"error":{"code":504`, "upstream.idle_timeout"}, "504"},
 	} {
 		t.Run(tc.replica.Name, func(t *testing.T) {
-			s := stubRouter(t, "consistent", []discovery.Replica{tc.replica}, idle)
+			s := stubRouter(t, "consistent", []replicaset.Replica{tc.replica}, idle)
 			resp, err := client.Post(s.url+wire.PathChatCompletions, "application/json", strings.NewReader(chatBody("hi", true)))
 			if err != nil {
 				t.Fatal(err)
@@ -505,7 +506,7 @@ func TestBrokenStream(t *testing.T) {
 		c, _, _ := w.(http.Hijacker).Hijack()
 		c.Close() // killed mid-stream
 	})
-	s := stubRouter(t, "consistent", []discovery.Replica{dies})
+	s := stubRouter(t, "consistent", []replicaset.Replica{dies})
 	resp, err := http.Post(s.url+wire.PathChatCompletions, "application/json", strings.NewReader(chatBody("hi", true)))
 	if err != nil {
 		t.Fatal(err)
@@ -561,7 +562,7 @@ func TestRetryNotReady(t *testing.T) {
 
 // checked is a replica with a switchable health endpoint.
 type checked struct {
-	discovery.Replica
+	replicaset.Replica
 	srv     *httptest.Server
 	loading atomic.Bool // GET /health answers 503, as llama.cpp while it loads its model
 	served  atomic.Int64
@@ -584,7 +585,7 @@ func newChecked(t *testing.T, name string) *checked {
 		fmt.Fprint(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`)
 	}))
 	t.Cleanup(c.srv.Close)
-	c.Replica = discovery.Replica{Name: name, URL: c.srv.URL}
+	c.Replica = replicaset.Replica{Name: name, URL: c.srv.URL}
 	return c
 }
 
@@ -602,7 +603,7 @@ func healthEvery(c *config.Router) {
 // healthy.
 func TestHealthChecks(t *testing.T) {
 	a, b := newChecked(t, "a"), newChecked(t, "b")
-	s := stubRouter(t, "consistent", []discovery.Replica{a.Replica, b.Replica}, healthEvery)
+	s := stubRouter(t, "consistent", []replicaset.Replica{a.Replica, b.Replica}, healthEvery)
 	healthy := func(name string, want bool) func() bool {
 		return func() bool {
 			for _, r := range s.rt.Table().Status().Replicas {
@@ -802,7 +803,7 @@ func TestClosedKeepAliveIsRetried(t *testing.T) {
 	}
 	srv.Start()
 	t.Cleanup(srv.Close)
-	rs := []discovery.Replica{{Name: "llm-0", URL: srv.URL}}
+	rs := []replicaset.Replica{{Name: "llm-0", URL: srv.URL}}
 	rt, err := New(Options{Config: testConfig(t, "consistent", rs)})
 	if err != nil {
 		t.Fatal(err)

@@ -36,6 +36,7 @@ import (
 	"github.com/llm-ring/llm-ring/internal/discovery"
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/prefix"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/signals"
 	"github.com/llm-ring/llm-ring/internal/state"
 	"github.com/llm-ring/llm-ring/internal/wire"
@@ -194,13 +195,13 @@ func (r *Router) Registry() *prometheus.Registry { return r.reg }
 
 // SetReplicas replaces the replica set (a discovery update) and logs a
 // replicas_changed event when it changed.
-func (r *Router) SetReplicas(rs []discovery.Replica) {
+func (r *Router) SetReplicas(rs []replicaset.Replica) {
 	if !r.table.SetReplicas(rs) {
 		return
 	}
 	r.scrapeTargets()
 	names := make([]string, len(rs))
-	for i, x := range discovery.Normalize(rs) {
+	for i, x := range replicaset.Normalize(rs) {
 		names[i] = x.Name
 	}
 	r.log.Info("replicas_changed", slog.Int("count", len(names)), slog.Any("replicas", names))
@@ -211,34 +212,38 @@ func (r *Router) SetReplicas(rs []discovery.Replica) {
 // accepting and serving for shutdown_delay (while the endpoint is removed
 // everywhere), then it closes and in-flight requests have up to
 // shutdown_grace to finish; those still running are cut, and logged as
-// cut. Serve returns nil once every request has ended. A discovery source
-// that fails is an error.
+// cut. Serve returns nil once every request has ended, and only after the
+// goroutines it started (discovery, health checks, scrapes, the cluster
+// node, the HTTP server) have returned. A discovery source that fails is an
+// error.
 func (r *Router) Serve(ctx context.Context, ln net.Listener, src discovery.Source) error {
+	var wg sync.WaitGroup
+	defer wg.Wait() // last: after bg is cancelled and the server closed
 	// Discovery and health checks go on while draining.
 	bg, stopBg := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBg()
 	srv := r.newServer(r)
-	errc := make(chan error, 4)
+	errc := make(chan error, 4) // one slot per goroutine that reports: none blocks
 	stopCluster := r.runCluster(bg, errc)
 	defer stopCluster() // after the drain below: peers count this instance's requests until they end
-	go func() {
+	wg.Go(func() {
 		if err := src.Run(bg, r.SetReplicas); err != nil {
 			errc <- fmt.Errorf("discovery: %w", err)
 		}
-	}()
-	go r.runHealthChecks(bg)
+	})
+	wg.Go(func() { r.runHealthChecks(bg) })
 	if r.scraper != nil {
-		go func() {
+		wg.Go(func() {
 			if err := r.scraper.Run(bg); err != nil {
 				errc <- fmt.Errorf("signals: %w", err)
 			}
-		}()
+		})
 	}
-	go func() {
+	wg.Go(func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- err
 		}
-	}()
+	})
 	r.log.Info("listening", slog.String("addr", ln.Addr().String()), slog.String("policy", r.cfg.Policy))
 	var runErr error
 	select {

@@ -26,13 +26,14 @@ import (
 	"github.com/llm-ring/llm-ring/internal/config"
 	"github.com/llm-ring/llm-ring/internal/discovery"
 	"github.com/llm-ring/llm-ring/internal/policy"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/wire"
 )
 
 // testConfig is config/router.yaml with the given policy and replicas.
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
 
-func testConfig(t testing.TB, pol string, replicas []discovery.Replica, edit ...func(*config.Router)) *config.Router {
+func testConfig(t testing.TB, pol string, replicas []replicaset.Replica, edit ...func(*config.Router)) *config.Router {
 	t.Helper()
 	c, err := config.Load("../../config/router.yaml")
 	if err != nil {
@@ -68,8 +69,8 @@ func newFake(t testing.TB, name string) *fakeReplica {
 	return f
 }
 
-func (f *fakeReplica) replica() discovery.Replica {
-	return discovery.Replica{Name: f.name, URL: f.srv.URL}
+func (f *fakeReplica) replica() replicaset.Replica {
+	return replicaset.Replica{Name: f.name, URL: f.srv.URL}
 }
 
 func (f *fakeReplica) serve(w http.ResponseWriter, r *http.Request) {
@@ -131,7 +132,7 @@ type harness struct {
 
 func newHarness(t testing.TB, pol string, n int, edit ...func(*config.Router)) *harness {
 	h := &harness{logs: &bytes.Buffer{}}
-	var rs []discovery.Replica
+	var rs []replicaset.Replica
 	for i := range n {
 		f := newFake(t, fmt.Sprintf("llm-%d", i))
 		h.fakes = append(h.fakes, f)
@@ -286,7 +287,7 @@ func TestStreamingUnbuffered(t *testing.T) {
 		fmt.Fprint(w, "data: {\"choices\":[],\"timings\":{\"cache_n\":3,\"prompt_n\":7,\"predicted_n\":2}}\n\ndata: [DONE]\n\n")
 	}))
 	defer rep.Close()
-	rs := []discovery.Replica{{Name: "llm-0", URL: rep.URL}}
+	rs := []replicaset.Replica{{Name: "llm-0", URL: rep.URL}}
 	rt, _ := New(Options{Config: testConfig(t, "consistent", rs)})
 	rt.SetReplicas(rs)
 	srv := httptest.NewServer(rt)
@@ -401,8 +402,8 @@ func TestBadInput(t *testing.T) {
 		c.Close() // the replica dies after reading the request
 	}))
 	defer broken.Close()
-	brokenRt, _ := New(Options{Config: testConfig(t, "consistent", []discovery.Replica{{Name: "b", URL: broken.URL}})})
-	brokenRt.SetReplicas([]discovery.Replica{{Name: "b", URL: broken.URL}})
+	brokenRt, _ := New(Options{Config: testConfig(t, "consistent", []replicaset.Replica{{Name: "b", URL: broken.URL}})})
+	brokenRt.SetReplicas([]replicaset.Replica{{Name: "b", URL: broken.URL}})
 	brokenSrv := httptest.NewServer(brokenRt)
 	defer brokenSrv.Close()
 
@@ -586,7 +587,7 @@ func TestMetricsGolden(t *testing.T) {
 func TestGracefulShutdown(t *testing.T) {
 	f := newFake(t, "llm-0")
 	f.hold = make(chan struct{})
-	rs := []discovery.Replica{f.replica()}
+	rs := []replicaset.Replica{f.replica()}
 	rt, _ := New(Options{Config: testConfig(t, "consistent", rs)})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -673,7 +674,7 @@ func TestReleasedBeforeTheClientSeesTheEnd(t *testing.T) {
 			case <-r.Context().Done():
 			}
 		}))
-		rs := []discovery.Replica{{Name: "llm-0", URL: rep.URL}}
+		rs := []replicaset.Replica{{Name: "llm-0", URL: rep.URL}}
 		rt, _ := New(Options{Config: testConfig(t, "llm-aware", rs)})
 		rt.SetReplicas(rs)
 		srv := httptest.NewServer(rt)

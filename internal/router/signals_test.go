@@ -13,6 +13,7 @@ import (
 
 	"github.com/llm-ring/llm-ring/internal/config"
 	"github.com/llm-ring/llm-ring/internal/discovery"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 )
 
 // TestReplicaSignals (issue 9): the router scrapes each replica's /metrics
@@ -30,7 +31,7 @@ func TestReplicaSignals(t *testing.T) {
 			"# TYPE llamacpp:kv_cache_usage_ratio gauge\nllamacpp:kv_cache_usage_ratio 0.5\n")
 	}))
 	t.Cleanup(metrics.Close)
-	rs := []discovery.Replica{{Name: "llm-0", URL: metrics.URL}}
+	rs := []replicaset.Replica{{Name: "llm-0", URL: metrics.URL}}
 	rt, err := New(Options{Config: testConfig(t, "consistent", rs, func(c *config.Router) {
 		c.Signals.Interval = config.Duration(10 * time.Millisecond)
 	})})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/llm-ring/llm-ring/internal/config"
 	"github.com/llm-ring/llm-ring/internal/discovery"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/wire"
 )
 
@@ -135,10 +136,10 @@ func TestSoak(t *testing.T) {
 	baseHeap := heapInUse()
 
 	reps := make([]*chaosReplica, 4)
-	rs := make([]discovery.Replica, len(reps))
+	rs := make([]replicaset.Replica, len(reps))
 	for i := range reps {
 		reps[i] = newChaosReplica(t, fmt.Sprintf("llm-%d", i))
-		rs[i] = discovery.Replica{Name: reps[i].name, URL: "http://" + reps[i].addr}
+		rs[i] = replicaset.Replica{Name: reps[i].name, URL: "http://" + reps[i].addr}
 	}
 	cfg := testConfig(t, "llm-aware", rs, func(c *config.Router) {
 		c.Upstream.IdleTimeout = config.Duration(250 * time.Millisecond)

@@ -301,9 +301,9 @@ type pickSpy struct {
 }
 
 func (*pickSpy) Name() string { return "spy" }
-func (s *pickSpy) Pick(req *policy.Request, v *policy.View) policy.Decision {
+func (s *pickSpy) Pick(req *policy.Request, v *policy.View, d *policy.Decision) {
 	s.req, s.rows, s.total = *req, slices.Clone(v.Rows), v.Total
-	return policy.Decision{Replica: 0, Reason: "spy"}
+	*d = policy.Decision{Replica: 0, Reason: "spy"}
 }
 
 // answered is a successful answer's outcome.

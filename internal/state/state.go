@@ -69,6 +69,7 @@ type Table struct {
 	// req and view are reused by every Route (under mu): passed to the
 	// policy through an interface, they would otherwise escape to the heap.
 	req   policy.Request
+	dec   policy.Decision // the policy fills it in place at each pick
 	view  policy.View
 	query Query
 	tk    Ticket
@@ -409,7 +410,8 @@ func (t *Table) route(pol policy.Policy, readsMatch bool, in Input, now int64, e
 			return Ticket{}, policy.Decision{}, ErrNoReplica
 		}
 	}
-	d := pol.Pick(req, v)
+	d := &t.dec
+	pol.Pick(req, v, d)
 	r := d.Replica
 	d.Charge = min(max(d.Charge, 0), MaxCharge)
 	t.rows[r].Load.Requests++
@@ -440,7 +442,7 @@ func (t *Table) route(pol policy.Policy, readsMatch bool, in Input, now int64, e
 	if t.peers != nil {
 		t.publishRouted(&t.tk, now)
 	}
-	return t.tk, d, nil // as the indexers completed it (the prefix index's expectation)
+	return t.tk, *d, nil // as the indexers completed it (the prefix index's expectation)
 }
 
 // SetMatch raises row i's Match to tokens (an indexer's Lookup calls it).

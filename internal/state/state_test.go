@@ -389,9 +389,9 @@ func TestLearnsSpeed(t *testing.T) {
 type rowSpy struct{ see func(*policy.View) }
 
 func (rowSpy) Name() string { return "spy" }
-func (s rowSpy) Pick(req *policy.Request, v *policy.View) policy.Decision {
+func (s rowSpy) Pick(req *policy.Request, v *policy.View, d *policy.Decision) {
 	s.see(v)
-	return policy.Decision{Replica: 0, Reason: "spy"}
+	*d = policy.Decision{Replica: 0, Reason: "spy"}
 }
 
 // TestCacheBeliefAge (issue 12): a conversation's request says how old its
@@ -418,9 +418,9 @@ func TestCacheBeliefAge(t *testing.T) {
 type reqSpy struct{ see func(*policy.Request) }
 
 func (reqSpy) Name() string { return "spy" }
-func (s reqSpy) Pick(req *policy.Request, v *policy.View) policy.Decision {
+func (s reqSpy) Pick(req *policy.Request, v *policy.View, d *policy.Decision) {
 	s.see(req)
-	return policy.Decision{Replica: 0, Reason: "spy", Charge: int64(req.PromptTokens + req.OutputTokens)}
+	*d = policy.Decision{Replica: 0, Reason: "spy", Charge: int64(req.PromptTokens + req.OutputTokens)}
 }
 
 // TestRouteWith: a request routed with a given policy ignores the

@@ -1,0 +1,31 @@
+package rules
+
+// offenders are the functions over 80 lines and the files over 600 lines that
+// remain, each with its length now: "path lines" for a file, "path func
+// lines" for a function. The list may only shrink: the test fails for a new
+// offender, for an entry that grew, and for an entry that shrank or no
+// longer offends (lower or remove it with the change that shortens it). The
+// code belongs to several owners; each entry is theirs to bring down.
+const offenders = `
+# house: none left
+# engine
+cmd/llm-ring/sim.go cmdSim 104
+cmd/llm-ring/sim.go parseSimFlags 236
+internal/analysis/arena.go 607
+internal/analysis/arena_charts.go paretoPlot 96
+internal/analysis/charts.go barPanel 86
+internal/analysis/metrics.go ComputeMetrics 98
+internal/analysis/summary.go Summarize 83
+internal/model/server.go 785
+internal/replica/api.go Replica.rerank 86
+internal/replica/completions.go Replica.chat 99
+internal/replica/completions.go Replica.oaiCompletion 82
+internal/sim/sim.go 676
+internal/simrun/batch.go RunJobs 84
+internal/simrun/sweep.go WriteSweepChart 125
+# proxy
+internal/router/router.go 692
+internal/router/router.go New 85
+internal/state/state.go 616
+internal/state/state.go Table.route 82
+`
