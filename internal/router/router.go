@@ -146,9 +146,14 @@ func New(opts Options) (*Router, error) {
 	}
 	r.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	r.proxy = &httputil.ReverseProxy{
-		Rewrite:        r.rewrite,
-		Transport:      roundTripFunc(r.roundTrip),
-		FlushInterval:  -1, // stream every byte as it comes (SSE)
+		Rewrite:   r.rewrite,
+		Transport: roundTripFunc(r.roundTrip),
+		// 0: a JSON answer of known length is written through the server's
+		// buffer and flushed when it ends; ReverseProxy flushes every write
+		// of a stream itself (text/event-stream, or no Content-Length), so
+		// each SSE event reaches the client as it comes.
+		FlushInterval:  0,
+		BufferPool:     copyBuffers{},
 		ModifyResponse: r.modifyResponse,
 		ErrorHandler:   r.proxyError,
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -312,7 +317,15 @@ type flight struct {
 // convo is the conversation as logged: a short hash of its key, never the
 // key itself (it may be a user's e-mail address, and is as long as a client
 // makes it).
-func (f *flight) convo() string { return fmt.Sprintf("%016x", f.in.Hash) }
+func (f *flight) convo() string {
+	var b [16]byte
+	h := f.in.Hash
+	for i := len(b) - 1; i >= 0; i-- {
+		b[i] = "0123456789abcdef"[h&15]
+		h >>= 4
+	}
+	return string(b[:])
+}
 
 type flightKey struct{}
 
@@ -608,7 +621,7 @@ func (r *Router) finish(ctx context.Context, f *flight) {
 	r.settle(f, out, now)
 	out, fb := f.out, f.fb
 	policyName := f.d.Trace.Policy
-	code := fmt.Sprint(f.status)
+	code := statusLabel(f.status)
 	r.metrics.requests.WithLabelValues(policyName, f.ticket.Replica.Name, f.d.Reason.String(), code).Inc()
 	latency := now.Sub(f.start)
 	r.metrics.latency.WithLabelValues(policyName).Observe(latency.Seconds())
@@ -659,6 +672,22 @@ func (r *Router) finish(ctx context.Context, f *flight) {
 	r.log.LogAttrs(ctx, level, "request", attrs...)
 }
 
+// statusLabel is an HTTP status as a metric label, without allocating for
+// the usual ones.
+func statusLabel(status int) string {
+	if status >= 100 && status < 600 {
+		return statusLabels[status-100]
+	}
+	return strconv.Itoa(status)
+}
+
+var statusLabels = func() (s [500]string) {
+	for i := range s {
+		s[i] = strconv.Itoa(i + 100)
+	}
+	return s
+}()
+
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // fail answers a request the router refuses itself.
@@ -667,7 +696,7 @@ func (r *Router) fail(w http.ResponseWriter, err error) {
 	if !errors.As(err, &he) {
 		he = &httpError{http.StatusInternalServerError, wire.ErrTypeServer, err.Error()}
 	}
-	r.metrics.rejected.WithLabelValues(fmt.Sprint(he.status)).Inc()
+	r.metrics.rejected.WithLabelValues(statusLabel(he.status)).Inc()
 	r.writeError(w, he)
 }
 
