@@ -2,7 +2,7 @@ package router
 
 import (
 	"bytes"
-		"io"
+	"io"
 	"sync"
 	"time"
 
