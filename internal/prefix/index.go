@@ -86,8 +86,10 @@ func (c Config) Tokens(blocks int32) int64 { return int64(float64(blocks) * c.Bl
 // Match walks the prompt's blocks in order with the bitset of the candidate
 // replicas still matching and stops when it is empty: one map lookup per
 // matched block, whatever the number of replicas. Replicas in slots >= 64 are
-// matched through their own map instead, one lookup per block per replica
-// still matching. Expired blocks are always the tail of their replica's LRU
+// matched the same way with a wider bitset, built per block from the
+// block's chain of such holders, or kept with the block while many hold it
+// (wide.go): the work per block is bounded by 64 chain steps or one word
+// per 64 replicas, never a lookup per replica. Expired blocks are always the tail of their replica's LRU
 // list (touch times only grow towards the head), so dropping them before a
 // lookup costs one comparison per candidate plus one step per dropped block.
 type Index struct {
@@ -100,6 +102,8 @@ type Index struct {
 	nodes  []node  // slab; free nodes are linked through next
 	free   int32   // head of the free list, nilNode if empty
 	used   int     // nodes in use
+
+	wide wideHolders // holders in slots >= 64 (wide.go)
 }
 
 const nilNode = -1
@@ -107,13 +111,17 @@ const nilNode = -1
 type entry struct {
 	mask    uint64 // holders among slots 0..63
 	holders int32  // all holders
+	over    int32  // holders in slots >= 64: head node of their chain, +1 (0: none)
+	nover   int32  // their number
+	hi      int32  // and their mask in wideHolders, +1 (0: none; kept while nover is large)
 }
 
 type node struct {
-	block      uint64
-	touched    int64
-	prev, next int32 // LRU list of the slot (prev towards the head: more recent)
-	slot       int32
+	block        uint64
+	touched      int64
+	prev, next   int32 // LRU list of the slot (prev towards the head: more recent)
+	slot         int32
+	bprev, bnext int32 // the block's chain of holders in slots >= 64
 }
 
 type rep struct {
@@ -220,6 +228,8 @@ func (ix *Index) Insert(replica uint32, blocks []uint64, now int64) {
 		e.holders++
 		if s < 64 {
 			e.mask |= 1 << uint(s)
+		} else {
+			ix.holdWide(&e, n)
 		}
 		ix.blocks[b] = e
 	}
@@ -251,7 +261,7 @@ func (ix *Index) Forget(replica uint32) {
 	r := &ix.reps[s]
 	for n := r.head; n != nilNode; {
 		next := ix.nodes[n].next
-		ix.unhold(ix.nodes[n].block, s)
+		ix.unhold(ix.nodes[n].block, s, n)
 		ix.release(n)
 		n = next
 	}
@@ -305,6 +315,7 @@ func (ix *Index) Match(blocks []uint64, now int64, replicas []uint32, out []int3
 		panic("prefix: Index.Match: out is shorter than replicas")
 	}
 	var fast uint64 // slots matched through the bitset
+	wide := ix.wide.begin(len(ix.reps))
 	for k, id := range replicas {
 		out[k] = 0
 		s := ix.slot(id)
@@ -318,7 +329,16 @@ func (ix *Index) Match(blocks []uint64, now int64, replicas []uint32, out []int3
 			fast |= 1 << uint(s)
 			continue
 		}
-		out[k] = ix.matchSlot(&ix.reps[s], blocks)
+		wide.alive[(s-64)/64] |= 1 << uint((s-64)%64)
+		wide.any = true
+	}
+	if wide.any {
+		ix.matchWide(blocks)
+		for k, id := range replicas {
+			if s := ix.slot(id); s >= 64 {
+				out[k] = wide.depth[s-64]
+			}
+		}
 	}
 	if fast == 0 {
 		return
@@ -341,16 +361,6 @@ func (ix *Index) Match(blocks []uint64, now int64, replicas []uint32, out []int3
 			out[k] = depth[s]
 		}
 	}
-}
-
-// matchSlot is Match for one replica through its own map.
-func (ix *Index) matchSlot(r *rep, blocks []uint64) int32 {
-	for i, b := range blocks {
-		if _, ok := r.where[b]; !ok {
-			return int32(i)
-		}
-	}
-	return int32(len(blocks))
 }
 
 // moveToFront makes n the most recently touched node of r.
@@ -388,16 +398,18 @@ func (ix *Index) remove(n int32) {
 	}
 	r.count--
 	delete(r.where, nd.block)
-	ix.unhold(nd.block, nd.slot)
+	ix.unhold(nd.block, nd.slot, n)
 	ix.release(n)
 }
 
-// unhold removes slot s from the holders of block b.
-func (ix *Index) unhold(b uint64, s int32) {
+// unhold removes slot s (its node n) from the holders of block b.
+func (ix *Index) unhold(b uint64, s int32, n int32) {
 	e := ix.blocks[b]
 	e.holders--
 	if s < 64 {
 		e.mask &^= 1 << uint(s)
+	} else {
+		ix.unholdWide(&e, n)
 	}
 	if e.holders <= 0 {
 		delete(ix.blocks, b)
@@ -424,7 +436,7 @@ var errTooManyNodes = errors.New("prefix: more than 2^31-1 (block, replica) pair
 
 func (ix *Index) release(n int32) {
 	ix.used--
-	ix.nodes[n] = node{next: ix.free}
+	ix.nodes[n] = node{next: ix.free, bprev: nilNode, bnext: nilNode}
 	ix.free = n
 }
 
@@ -447,7 +459,7 @@ type ReplicaStats struct {
 // map (uint64 → int32, padded) and of the block map (uint64 → entry), each
 // map slot with its control byte, at the Go map's 7/8 maximum load.
 const (
-	nodeBytes       = 32
+	nodeBytes       = 40
 	whereSlotBytes  = 16 + 1
 	blockSlotBytes  = 24 + 1
 	mapLoadNumer    = 8
@@ -476,6 +488,7 @@ func (ix *Index) Stats() Stats {
 		int64(cap(ix.nodes))*nodeBytes +
 		int64(len(ix.reps)+len(ix.slotOf))*repFixedBytes/2 +
 		int64(whereSlots)*whereSlotBytes*mapLoadNumer/mapLoadDenom +
-		int64(st.Blocks)*blockSlotBytes*mapLoadNumer/mapLoadDenom
+		int64(st.Blocks)*blockSlotBytes*mapLoadNumer/mapLoadDenom +
+		ix.wide.bytes()
 	return st
 }

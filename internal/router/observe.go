@@ -2,7 +2,6 @@ package router
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"sync"
 	"time"
@@ -38,32 +37,6 @@ func msDuration(v float64) time.Duration {
 	return time.Duration(v * float64(time.Millisecond))
 }
 
-// answerCounts is the part of any answer shape that carries counts:
-// llama.cpp's timings (native and OpenAI-compatible), OpenAI's usage.
-type answerCounts struct {
-	Timings *wire.Timings `json:"timings"`
-	Usage   *wire.Usage   `json:"usage"`
-	Stop    bool          `json:"stop"` // native /completion: the last chunk
-}
-
-func (a *answerCounts) counts() (counts, bool) {
-	switch {
-	case a.Timings != nil:
-		t := a.Timings
-		return counts{known: true, cacheN: t.CacheN, promptN: t.PromptN, predictedN: t.PredictedN,
-			promptMS: t.PromptMS, predictedMS: t.PredictedMS}, true
-	case a.Usage != nil:
-		u := a.Usage
-		cached := 0
-		if u.PromptTokensDetails != nil {
-			cached = u.PromptTokensDetails.CachedTokens
-		}
-		return counts{known: true, cacheN: cached, promptN: max(0, u.PromptTokens-cached), predictedN: u.CompletionTokens,
-			cachedUnknown: u.PromptTokensDetails == nil}, true
-	}
-	return counts{}, false
-}
-
 // observer passes a replica's answer through to the client unchanged while
 // reading the token counts out of it: from the whole JSON body, or from the
 // SSE events of a stream (the last event with timings or usage wins).
@@ -84,7 +57,7 @@ type observer struct {
 	// it returns (an SSE error event) is passed to the client before the
 	// failure.
 	onBreak func(error) []byte
-	// parse, when set, reads an answer's counts instead of answerCounts
+	// parse, when set, reads an answer's counts instead of parseAnswer
 	// (the Anthropic Messages shape): the whole body, or one SSE event's
 	// data (sse true).
 	parse func(data []byte, sse bool) (counts, bool)
@@ -158,8 +131,8 @@ func (o *observer) endBody() {
 				o.got = c
 			}
 		} else {
-			var a answerCounts
-			if json.Unmarshal(o.buf, &a) == nil {
+			var a answerFields
+			if parseAnswer(o.buf, &a) == nil {
 				if c, ok := a.counts(); ok {
 					o.got = c
 				}
@@ -229,14 +202,14 @@ func (o *observer) line(l []byte) {
 	if !bytes.Contains(data, []byte(`"timings"`)) && !bytes.Contains(data, []byte(`"usage"`)) && !bytes.Contains(data, []byte(`"stop"`)) {
 		return
 	}
-	var a answerCounts
-	if json.Unmarshal(data, &a) != nil {
+	var a answerFields
+	if parseAnswer(data, &a) != nil {
 		return
 	}
 	if c, ok := a.counts(); ok {
 		o.got = c
 	}
-	if a.Stop {
+	if a.stop {
 		o.end()
 	}
 }

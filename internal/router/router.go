@@ -8,19 +8,16 @@
 package router
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -94,6 +91,8 @@ type Router struct {
 	adminToken [sha256.Size]byte // sha256 of the admin bearer token
 	hasToken   bool
 	node       *cluster.Node // the gossip membership; nil when cluster.mode is none
+
+	urls atomic.Pointer[map[string]*url.URL] // the replicas' parsed URLs, by URL (SetReplicas)
 }
 
 // New builds a Router with no replicas; feed it with SetReplicas (or Serve
@@ -147,9 +146,14 @@ func New(opts Options) (*Router, error) {
 	}
 	r.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	r.proxy = &httputil.ReverseProxy{
-		Rewrite:        r.rewrite,
-		Transport:      roundTripFunc(r.roundTrip),
-		FlushInterval:  -1, // stream every byte as it comes (SSE)
+		Rewrite:   r.rewrite,
+		Transport: roundTripFunc(r.countedAttempt),
+		// 0: a JSON answer of known length is written through the server's
+		// buffer and flushed when it ends; ReverseProxy flushes every write
+		// of a stream itself (text/event-stream, or no Content-Length), so
+		// each SSE event reaches the client as it comes.
+		FlushInterval:  0,
+		BufferPool:     copyBuffers{},
 		ModifyResponse: r.modifyResponse,
 		ErrorHandler:   r.proxyError,
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -196,15 +200,38 @@ func (r *Router) Registry() *prometheus.Registry { return r.reg }
 // SetReplicas replaces the replica set (a discovery update) and logs a
 // replicas_changed event when it changed.
 func (r *Router) SetReplicas(rs []replicaset.Replica) {
+	urls := make(map[string]*url.URL, len(rs))
+	for _, x := range rs {
+		if u, err := url.Parse(x.URL); err == nil {
+			urls[x.URL] = u
+		}
+	}
 	if !r.table.SetReplicas(rs) {
 		return
 	}
+	r.urls.Store(&urls)
 	r.scrapeTargets()
 	names := make([]string, len(rs))
 	for i, x := range replicaset.Normalize(rs) {
 		names[i] = x.Name
 	}
 	r.log.Info("replicas_changed", slog.Int("count", len(names)), slog.Any("replicas", names))
+}
+
+// baseURL is a replica's URL, parsed once per membership change (nil: it
+// does not parse). A replica routed in the moment between a change of the
+// table and of the parsed set is parsed on the spot.
+func (r *Router) baseURL(raw string) *url.URL {
+	if m := r.urls.Load(); m != nil {
+		if u, ok := (*m)[raw]; ok {
+			return u
+		}
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil
+	}
+	return u
 }
 
 // Serve serves HTTP on ln and follows src until ctx is done, then drains
@@ -287,392 +314,13 @@ func (r *Router) newServer(h http.Handler) *http.Server {
 	}
 }
 
-// flight is one proxied request, from routing to release.
-type flight struct {
-	ctx    context.Context // the request's, ended by the client or by a cut
-	start  time.Time
-	kind   apiKind
-	path   string        // the request's path, as logged
-	pol    policy.Policy // routes with this policy instead of the configured one (nil: configured)
-	in     state.Input
-	p      parsed
-	body   []byte
-	ticket state.Ticket
-	d      policy.Decision
-	held   bool // ticket not yet released
-	// injected: the router added stream_options.include_usage to the body
-	// (prepareStream); the answer's usage-only chunk is removed again.
-	injected bool
-	failed   []string
-	tries    int
-
-	status  int    // HTTP status sent to the client
-	errKind string // upstream error kind, if any
-	errMsg  string
-	obs     *observer
-	out     state.Outcome  // what the ticket was released with
-	fb      state.Feedback // what the release learned
-}
-
-// convo is the conversation as logged: a short hash of its key, never the
-// key itself (it may be a user's e-mail address, and is as long as a client
-// makes it).
-func (f *flight) convo() string { return fmt.Sprintf("%016x", f.in.Hash) }
-
-type flightKey struct{}
-
-func flightOf(ctx context.Context) *flight { f, _ := ctx.Value(flightKey{}).(*flight); return f }
-
-func (r *Router) serveProxied(w http.ResponseWriter, req *http.Request) {
-	if req.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		r.fail(w, &httpError{http.StatusMethodNotAllowed, wire.ErrTypeInvalidRequest, req.URL.Path + " accepts POST only"})
-		return
-	}
-	r.inflight.Add(1)
-	defer r.inflight.Add(-1)
-	ctx, cancel := context.WithCancel(req.Context())
-	defer cancel()
-	defer context.AfterFunc(r.flights, cancel)()
-	req = req.WithContext(ctx)
-	start := time.Now()
-	body, held, ok := r.readRequestBody(w, req)
-	if !ok {
-		return
-	}
-	defer r.budget.release(held) // after finish: the body is kept for retries until the answer ends
-	kind := kindOf(req.URL.Path)
-	var hs *prefix.Hasher
-	if r.rules.blockChars > 0 {
-		hs = r.hashers.Get().(*prefix.Hasher)
-		hs.Reset(r.rules.blockChars)
-		defer r.hashers.Put(hs) // after finish (deferred below): the ticket holds its blocks until then
-	}
-	f, err := r.newFlight(ctx, kind, req, body, hs)
-	if err != nil {
-		r.fail(w, err)
-		return
-	}
-	f.start = start
-	t0 := time.Now()
-	f.ticket, f.d, err = r.route(f, t0.UnixNano())
-	r.metrics.decision.Observe(time.Since(t0).Seconds())
-	if err != nil {
-		r.fail(w, &httpError{http.StatusServiceUnavailable, wire.ErrTypeUnavailable, "no ready replica to serve the request"})
-		return
-	}
-	f.held = true
-	// Deferred: ReverseProxy aborts the handler with a panic when the replica's
-	// body breaks off mid-answer, and the load must be released then too.
-	defer r.finish(req.Context(), f)
-	r.proxy.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), flightKey{}, f)))
-}
-
-// rewrite points the outgoing request at the picked replica.
-func (r *Router) rewrite(pr *httputil.ProxyRequest) {
-	f := flightOf(pr.In.Context())
-	if err := f.target(pr.Out); err != nil {
-		// The URL came from discovery and was validated; keep the request
-		// failing visibly rather than sending it anywhere else.
-		pr.Out.URL = &url.URL{Scheme: "http", Host: "invalid.invalid"}
-	}
-	pr.SetXForwarded()
-}
-
-// target sets out's URL, Host and body for the flight's current replica.
-func (f *flight) target(out *http.Request) error {
-	base, err := url.Parse(f.ticket.Replica.URL)
-	if err != nil {
-		return err
-	}
-	u := *base
-	u.Path = strings.TrimSuffix(base.Path, "/") + out.URL.Path
-	u.RawPath = ""
-	u.RawQuery = out.URL.RawQuery
-	out.URL = &u
-	out.Host = u.Host
-	out.Body = io.NopCloser(bytes.NewReader(f.body))
-	out.ContentLength = int64(len(f.body))
-	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(f.body)), nil }
-	// Idempotent for net/http (an empty Idempotency-Key is not sent): when a
-	// kept-alive connection turns out closed by the replica before any
-	// answer (it restarted, or timed the connection out), the transport
-	// sends the request again on a new one instead of failing it. Inference
-	// changes nothing on the replica but its cache, and nothing has reached
-	// the client; an answer that has begun is never replayed. A client's own
-	// key is forwarded as it is.
-	if _, ok := out.Header["Idempotency-Key"]; !ok {
-		out.Header["Idempotency-Key"] = nil
-	}
-	return nil
-}
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// roundTrip sends the request; when the replica cannot be reached (a dial
-// error: it never saw the request) or answers 503 or 429 (not ready, or
-// busy: nothing has reached the client yet), it asks the policy for its
-// next candidate, up to max_attempts, replaying the body. Once a replica
-// has begun an answer, it never retries.
-func (r *Router) roundTrip(req *http.Request) (*http.Response, error) {
-	f := flightOf(req.Context())
-	for {
-		f.tries++
-		resp, err := r.attempt(req)
-		if req.Context().Err() != nil {
-			return resp, err
-		}
-		var why string
-		switch {
-		case err != nil && isDialError(err):
-			why = "dial"
-		case err == nil && retryable(resp.StatusCode):
-			why = "status"
-		default:
-			return resp, err
-		}
-		if why == "dial" {
-			r.metrics.upstreamErrors.WithLabelValues(f.ticket.Replica.Name, "dial").Inc()
-		}
-		if f.tries >= r.cfg.Upstream.MaxAttempts {
-			return resp, err // the last answer (a 503 or 429) goes to the client as it is
-		}
-		now := time.Now().UnixNano()
-		tk, d, rerr := r.route(f, now, append(f.failed, f.ticket.Replica.Name)...)
-		if rerr != nil {
-			return resp, err // nobody else to try: report this answer or error
-		}
-		if resp != nil {
-			r.metrics.upstreamErrors.WithLabelValues(f.ticket.Replica.Name, "status").Inc()
-			err = fmt.Errorf("answered %s", resp.Status)
-			io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-			resp.Body.Close()
-		}
-		f.failed = append(f.failed, f.ticket.Replica.Name)
-		r.settle(f, state.Outcome{}, time.Unix(0, now))
-		r.metrics.failovers.Inc()
-		r.log.Warn("failover", slog.String("conversation", f.convo()), slog.String("from", f.failed[len(f.failed)-1]),
-			slog.String("to", tk.Replica.Name), slog.String("reason", d.Reason.String()), slog.String("error", clip(err.Error(), 256)))
-		f.ticket, f.d, f.held = tk, d, true
-		req = req.Clone(req.Context())
-		if err := f.target(req); err != nil {
-			return nil, err
-		}
-	}
-}
-
-func isDialError(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
-}
-
-// modifyResponse tags the answer and starts observing its body.
-func (r *Router) modifyResponse(resp *http.Response) error {
-	f := flightOf(resp.Request.Context())
-	f.status = resp.StatusCode
-	resp.Header.Set(HeaderRoutedTo, f.ticket.Replica.Name)
-	resp.Header.Set(HeaderRouteReason, f.d.Reason.String())
-	resp.Header.Set(HeaderEstPrompt, strconv.Itoa(f.ticket.EstPrompt))
-	if resp.StatusCode >= 500 {
-		r.metrics.upstreamErrors.WithLabelValues(f.ticket.Replica.Name, "status").Inc()
-	}
-	body, err := peek(resp.Body)
-	if err != nil {
-		resp.Body.Close()
-		return err // nothing reached the client: proxyError answers (504 when stalled)
-	}
-	sse := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
-	f.obs = newObserver(f.wrapStream(resp, body), sse, resp.ContentLength)
-	if f.kind == kindMessages {
-		f.obs.parse = messagesCounts
-	}
-	f.obs.onBreak = func(err error) []byte { return r.broken(f, err) }
-	if resp.StatusCode/100 == 2 {
-		// Release as soon as the replica has finished, before the last bytes
-		// reach the client: a client that sends its next turn the moment the
-		// answer ends must find placement memory up to date and the load gone.
-		f.obs.done = func(c counts) { r.settle(f, c.outcome(), time.Now()) }
-	}
-	resp.Body = f.obs
-	return nil
-}
-
-// proxyError answers when the replica could not be used at all.
-func (r *Router) proxyError(w http.ResponseWriter, req *http.Request, err error) {
-	f := flightOf(req.Context())
-	var he *httpError
-	switch {
-	case req.Context().Err() != nil && r.cut.Load():
-		f.errKind, f.errMsg = "cut", "cut at the end of shutdown_grace"
-		f.status = http.StatusServiceUnavailable // the connection is closed; recorded for the log only
-		return
-	case req.Context().Err() != nil:
-		f.errKind, f.errMsg = "client", "client went away: "+err.Error()
-		f.status = 499 // nobody is listening; recorded for the log only
-		return
-	case errors.Is(err, errUpstreamIdle):
-		f.errKind = "stall"
-		r.metrics.upstreamErrors.WithLabelValues(f.ticket.Replica.Name, "stall").Inc()
-		he = &httpError{http.StatusGatewayTimeout, wire.ErrTypeServer,
-			fmt.Sprintf("replica %s sent nothing for upstream.idle_timeout (%s)", f.ticket.Replica.Name, r.cfg.Upstream.IdleTimeout.D())}
-	case isDialError(err):
-		f.errKind = "dial"
-		he = &httpError{http.StatusBadGateway, wire.ErrTypeServer,
-			fmt.Sprintf("replica %s unreachable after %d attempt(s): %v", f.ticket.Replica.Name, f.tries, err)}
-	case isTimeout(err):
-		f.errKind = "timeout"
-		r.metrics.upstreamErrors.WithLabelValues(f.ticket.Replica.Name, "timeout").Inc()
-		he = &httpError{http.StatusGatewayTimeout, wire.ErrTypeServer,
-			fmt.Sprintf("replica %s did not answer within upstream.response_timeout (%s)", f.ticket.Replica.Name, r.cfg.Upstream.ResponseTimeout.D())}
-	default:
-		f.errKind = "broken"
-		r.metrics.upstreamErrors.WithLabelValues(f.ticket.Replica.Name, "broken").Inc()
-		he = &httpError{http.StatusBadGateway, wire.ErrTypeServer, fmt.Sprintf("replica %s failed: %v", f.ticket.Replica.Name, err)}
-	}
-	f.status, f.errMsg = he.status, he.msg
-	w.Header().Set(HeaderRoutedTo, f.ticket.Replica.Name)
-	w.Header().Set(HeaderRouteReason, f.d.Reason.String())
-	w.Header().Set(HeaderEstPrompt, strconv.Itoa(f.ticket.EstPrompt))
-	r.writeError(w, he)
-}
-
-// broken records an answer that broke off after its headers reached the
-// client (the replica died, or stalled past upstream.idle_timeout) and
-// returns the SSE error event the client gets before the stream is closed.
-func (r *Router) broken(f *flight, err error) []byte {
-	switch {
-	case f.ctx.Err() != nil && r.cut.Load():
-		f.errKind, f.errMsg, f.status = "cut", "cut at the end of shutdown_grace", http.StatusServiceUnavailable
-		return errorEvent(f.status, "the router is shutting down: "+f.errMsg)
-	case f.ctx.Err() != nil:
-		f.errKind, f.errMsg = "client", "client disconnected before the answer ended"
-		return nil
-	}
-	if errors.Is(err, errUpstreamIdle) {
-		f.errKind, f.status = "stall", http.StatusGatewayTimeout
-		f.errMsg = fmt.Sprintf("replica %s sent nothing for upstream.idle_timeout (%s)", f.ticket.Replica.Name, r.cfg.Upstream.IdleTimeout.D())
-	} else {
-		f.errKind, f.status = "broken", http.StatusBadGateway
-		f.errMsg = fmt.Sprintf("replica %s's answer broke off: %v", f.ticket.Replica.Name, err)
-	}
-	r.metrics.upstreamErrors.WithLabelValues(f.ticket.Replica.Name, f.errKind).Inc()
-	return errorEvent(f.status, f.errMsg)
-}
-
-func isTimeout(err error) bool {
-	var t interface{ Timeout() bool }
-	return errors.As(err, &t) && t.Timeout()
-}
-
-// settle releases the flight's ticket, once, and feeds placement memory
-// with the outcome.
-func (r *Router) settle(f *flight, out state.Outcome, now time.Time) {
-	if !f.held {
-		return
-	}
-	if f.pol != nil {
-		out = state.Outcome{} // placement does not matter: return the load, learn nothing
-	}
-	if out.OK {
-		out.Latency = now.Sub(f.start)
-		if f.obs != nil && !f.obs.first.IsZero() {
-			out.TTFT = f.obs.first.Sub(f.start)
-		}
-	}
-	f.fb = r.table.Release(&f.ticket, out, now.UnixNano())
-	f.out, f.held = out, false
-	r.flushCluster()
-}
-
-// finish releases the load if the answer's end did not already, and logs
-// the request.
-func (r *Router) finish(ctx context.Context, f *flight) {
-	now := time.Now()
-	var out state.Outcome
-	var c counts
-	complete := f.obs != nil && f.obs.complete()
-	if f.obs != nil {
-		c = f.obs.counts()
-		if !complete && f.errKind == "" {
-			switch {
-			case ctx.Err() != nil && r.cut.Load():
-				f.errKind, f.errMsg, f.status = "cut", "cut at the end of shutdown_grace", http.StatusServiceUnavailable
-			case ctx.Err() != nil:
-				f.errKind, f.errMsg = "client", "client disconnected before the answer ended"
-			default:
-				f.errKind, f.errMsg, f.status = "broken", "the replica's answer broke off", http.StatusBadGateway
-				r.metrics.upstreamErrors.WithLabelValues(f.ticket.Replica.Name, "broken").Inc()
-			}
-		}
-	}
-	if complete && f.status/100 == 2 {
-		out = c.outcome()
-	}
-	r.settle(f, out, now)
-	out, fb := f.out, f.fb
-	policyName := f.d.Trace.Policy
-	code := fmt.Sprint(f.status)
-	r.metrics.requests.WithLabelValues(policyName, f.ticket.Replica.Name, f.d.Reason.String(), code).Inc()
-	latency := now.Sub(f.start)
-	r.metrics.latency.WithLabelValues(policyName).Observe(latency.Seconds())
-	if out.Known {
-		r.metrics.promptTokens.WithLabelValues("cached").Add(float64(out.CacheN))
-		r.metrics.promptTokens.WithLabelValues("processed").Add(float64(out.PromptN))
-		r.metrics.predicted.Add(float64(out.PredictedN))
-	}
-	if fb.CacheLost {
-		r.metrics.cacheLost.Inc()
-	}
-	level := slog.LevelInfo
-	if f.errKind != "" && f.errKind != "client" || f.status >= 500 {
-		level = slog.LevelWarn
-	}
-	if !r.log.Enabled(ctx, level) {
-		return
-	}
-	attrs := []slog.Attr{
-		slog.String("conversation", f.convo()),
-		slog.String("key_source", f.p.keySource),
-		slog.Int("turn", f.p.turn),
-		slog.String("path", f.path),
-		slog.Bool("stream", f.p.stream),
-		slog.String("policy", policyName),
-		slog.String("replica", f.ticket.Replica.Name),
-		slog.String("cached_on", f.ticket.CachedOn),
-		slog.String("reason", f.d.Reason.String()),
-		slog.Int("est_prompt_tokens", f.ticket.EstPrompt),
-		slog.Int64("charge", f.ticket.Charge),
-		slog.Int("expect_cached", f.ticket.ExpectCached),
-		slog.Bool("counts_known", out.Known),
-		slog.Int("cache_n", c.cacheN),
-		slog.Int("prompt_n", c.promptN),
-		slog.Int("predicted_n", c.predictedN),
-		slog.Bool("cache_lost", fb.CacheLost),
-		slog.Int("status", f.status),
-		slog.Float64("latency_ms", ms(latency)),
-		slog.Int("attempts", f.tries),
-	}
-	if f.obs != nil && !f.obs.first.IsZero() {
-		attrs = append(attrs, slog.Float64("ttft_ms", ms(f.obs.first.Sub(f.start))))
-	}
-	if f.errKind != "" {
-		attrs = append(attrs, slog.String("error_kind", f.errKind), slog.String("error", clip(f.errMsg, 512)))
-	}
-	attrs = append(attrs, slog.String("trace", clip(f.d.Format(), 4096)))
-	r.log.LogAttrs(ctx, level, "request", attrs...)
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
 // fail answers a request the router refuses itself.
 func (r *Router) fail(w http.ResponseWriter, err error) {
 	var he *httpError
 	if !errors.As(err, &he) {
 		he = &httpError{http.StatusInternalServerError, wire.ErrTypeServer, err.Error()}
 	}
-	r.metrics.rejected.WithLabelValues(fmt.Sprint(he.status)).Inc()
+	r.metrics.rejected.WithLabelValues(statusLabel(he.status)).Inc()
 	r.writeError(w, he)
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -67,6 +68,15 @@ func (r *Router) attempt(req *http.Request) (*http.Response, error) {
 	resp.Body = &idleBody{rc: resp.Body, idle: r.cfg.Upstream.IdleTimeout.D(), cancel: cancel}
 	return resp, nil
 }
+
+// copyBuffers lends ReverseProxy the buffers it copies answers through
+// (32 KiB, its default size) instead of allocating one per request.
+type copyBuffers struct{}
+
+var copyPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (copyBuffers) Get() []byte  { return *copyPool.Get().(*[]byte) }
+func (copyBuffers) Put(b []byte) { copyPool.Put(&b) }
 
 // retryable says whether a replica's answer means "not now, try another":
 // 503 (llama.cpp while it loads its model, or overloaded) and 429.

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# bench-proxy.sh: llm-ring's router against a direct call and against
+# HAProxy (consistent hashing with bounded loads) on the same loopback
+# traffic: 64 connections, 1 KiB POST bodies, three fast fake replicas,
+# rounds alternated. Prints one table per mode (loaded / unloaded,
+# streamed or not): throughput and its share of HAProxy's, CPU per proxied
+# request (from /proc/PID/stat), latency and what each proxy adds over the
+# direct call; for an unloaded stream, each event's relay delay.
+#
+#   hack/bench-proxy.sh [load flags...]   e.g. --rounds 5 --duration 5s
+#
+# Needs haproxy on PATH (Debian: apt-get install -y haproxy); without it
+# the router is measured against the direct call only. BENCH_PORT (default
+# 19380) is the first of six loopback ports used.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+port=${BENCH_PORT:-19380}
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+go build -o "$tmp/llm-ring" ./cmd/llm-ring
+go build -o "$tmp/bench-proxy" ./hack/bench-proxy
+r0=127.0.0.1:$((port + 1)) r1=127.0.0.1:$((port + 2)) r2=127.0.0.1:$((port + 3))
+"$tmp/bench-proxy" replicas "$r0,$r1,$r2" &
+pids+=($!)
+
+# The router: config/router.yaml (llm-aware, its defaults) on the bench
+# ports, without signal scraping (the fakes have no /metrics); its JSON
+# request log goes to a file, as a deployment's would go to a collector.
+sed -e "s#^listen: .*#listen: \"127.0.0.1:$port\"#" \
+	-e "s#^  interval: 200ms#  interval: 0s#" \
+	-e "s#http://127.0.0.1:8081#http://$r0#" -e "s#http://127.0.0.1:8082#http://$r1#" \
+	-e "s#http://127.0.0.1:8083#http://$r2#" config/router.yaml >"$tmp/router.yaml"
+"$tmp/llm-ring" router --config "$tmp/router.yaml" >"$tmp/router.log" 2>&1 &
+pids+=($!)
+router_pid=$!
+targets=(--target "llm-ring=http://127.0.0.1:$port@$router_pid")
+
+if command -v haproxy >/dev/null; then
+	cat >"$tmp/haproxy.cfg" <<EOF
+global
+	maxconn 4096
+defaults
+	mode http
+	timeout connect 2s
+	timeout client 60s
+	timeout server 60s
+	option http-keep-alive
+	option http-no-delay
+frontend bench
+	bind 127.0.0.1:$((port + 4))
+	default_backend replicas
+backend replicas
+	balance hdr(x-conversation-id)
+	hash-type consistent
+	hash-balance-factor 125
+	server llm-0 $r0
+	server llm-1 $r1
+	server llm-2 $r2
+EOF
+	haproxy -db -f "$tmp/haproxy.cfg" &
+	pids+=($!)
+	targets+=(--target "haproxy=http://127.0.0.1:$((port + 4))@$!")
+	haproxy -v | head -1
+else
+	echo "haproxy not found: measuring the router against the direct call only" >&2
+fi
+
+for _ in $(seq 50); do
+	curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break
+	sleep 0.1
+done
+echo "go $(go env GOVERSION), $(nproc) CPU(s), $(date -u +%FT%TZ)"
+"$tmp/bench-proxy" load --direct "http://$r0,http://$r1,http://$r2" "${targets[@]}" "$@"
+echo
+echo "router log: $(wc -l <"$tmp/router.log") lines"

@@ -1,0 +1,98 @@
+package router
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/llm-ring/llm-ring/internal/state"
+)
+
+// finish releases the load if the answer's end did not already, and logs
+// the request.
+func (r *Router) finish(ctx context.Context, f *flight) {
+	now := time.Now()
+	var out state.Outcome
+	var c counts
+	complete := f.obs != nil && f.obs.complete()
+	if f.obs != nil {
+		c = f.obs.counts()
+		if !complete && f.fail == failNone {
+			r.unfinished(ctx, f)
+		}
+	}
+	if complete && f.status/100 == 2 {
+		out = c.outcome()
+	}
+	r.settle(f, out, now)
+	out, fb := f.out, f.fb
+	policyName := f.d.Trace.Policy
+	code := statusLabel(f.status)
+	r.metrics.requests.WithLabelValues(policyName, f.ticket.Replica.Name, f.d.Reason.String(), code).Inc()
+	latency := now.Sub(f.start)
+	r.metrics.latency.WithLabelValues(policyName).Observe(latency.Seconds())
+	if out.Known {
+		r.metrics.promptTokens.WithLabelValues("cached").Add(float64(out.CacheN))
+		r.metrics.promptTokens.WithLabelValues("processed").Add(float64(out.PromptN))
+		r.metrics.predicted.Add(float64(out.PredictedN))
+	}
+	if fb.CacheLost {
+		r.metrics.cacheLost.Inc()
+	}
+	level := slog.LevelInfo
+	if f.fail != failNone && f.fail != failClient || f.status >= 500 {
+		level = slog.LevelWarn
+	}
+	if !r.log.Enabled(ctx, level) {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("conversation", f.convo()),
+		slog.String("key_source", f.p.keySource),
+		slog.Int("turn", f.p.turn),
+		slog.String("path", f.path),
+		slog.Bool("stream", f.p.stream),
+		slog.String("policy", policyName),
+		slog.String("replica", f.ticket.Replica.Name),
+		slog.String("cached_on", f.ticket.CachedOn),
+		slog.String("reason", f.d.Reason.String()),
+		slog.Int("est_prompt_tokens", f.ticket.EstPrompt),
+		slog.Int64("charge", f.ticket.Charge),
+		slog.Int("expect_cached", f.ticket.ExpectCached),
+		slog.Bool("counts_known", out.Known),
+		slog.Int("cache_n", c.cacheN),
+		slog.Int("prompt_n", c.promptN),
+		slog.Int("predicted_n", c.predictedN),
+		slog.Bool("cache_lost", fb.CacheLost),
+		slog.Int("status", f.status),
+		slog.Float64("latency_ms", ms(latency)),
+		slog.Int("attempts", f.tries),
+	}
+	if f.obs != nil && !f.obs.first.IsZero() {
+		attrs = append(attrs, slog.Float64("ttft_ms", ms(f.obs.first.Sub(f.start))))
+	}
+	if f.fail != failNone {
+		attrs = append(attrs, slog.String("error_kind", f.fail.String()), slog.String("error", clip(f.errMsg, 512)))
+	}
+	attrs = append(attrs, slog.String("trace", clip(f.d.Format(), 4096)))
+	r.log.LogAttrs(ctx, level, "request", attrs...)
+}
+
+// statusLabel is an HTTP status as a metric label, without allocating for
+// the usual ones.
+func statusLabel(status int) string {
+	if status >= 100 && status < 600 {
+		return statusLabels[status-100]
+	}
+	return strconv.Itoa(status)
+}
+
+var statusLabels = func() (s [500]string) {
+	for i := range s {
+		s[i] = strconv.Itoa(i + 100)
+	}
+	return s
+}()
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -1,0 +1,232 @@
+package router
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/llm-ring/llm-ring/internal/policy"
+	"github.com/llm-ring/llm-ring/internal/prefix"
+	"github.com/llm-ring/llm-ring/internal/state"
+	"github.com/llm-ring/llm-ring/internal/wire"
+)
+
+// The request path of a proxied request: serveProxied reads and routes it,
+// forward sends it (and fails it over), modifyResponse starts observing
+// the answer, settle releases the load, finish (logline.go) logs it.
+
+// flight is one proxied request, from routing to release.
+type flight struct {
+	ctx    context.Context // the request's, ended by the client or by a cut
+	start  time.Time
+	kind   apiKind
+	path   string        // the request's path, as logged
+	pol    policy.Policy // routes with this policy instead of the configured one (nil: configured)
+	in     state.Input
+	p      parsed
+	body   []byte
+	ticket state.Ticket
+	d      policy.Decision
+	held   bool // ticket not yet released
+	// injected: the router added stream_options.include_usage to the body
+	// (prepareStream); the answer's usage-only chunk is removed again.
+	injected bool
+	failed   []string
+	tries    int
+
+	next *retryTo // the candidate a failed attempt goes to (retry); nil: none
+
+	status int     // HTTP status sent to the client
+	fail   failure // what went wrong, if anything
+	errMsg string
+	obs    *observer
+	out    state.Outcome  // what the ticket was released with
+	fb     state.Feedback // what the release learned
+}
+
+// convo is the conversation as logged: a short hash of its key, never the
+// key itself (it may be a user's e-mail address, and is as long as a client
+// makes it).
+func (f *flight) convo() string {
+	var b [16]byte
+	h := f.in.Hash
+	for i := len(b) - 1; i >= 0; i-- {
+		b[i] = "0123456789abcdef"[h&15]
+		h >>= 4
+	}
+	return string(b[:])
+}
+
+type flightKey struct{}
+
+func flightOf(ctx context.Context) *flight { f, _ := ctx.Value(flightKey{}).(*flight); return f }
+
+func (r *Router) serveProxied(w http.ResponseWriter, req *http.Request) {
+	if req.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		r.fail(w, &httpError{http.StatusMethodNotAllowed, wire.ErrTypeInvalidRequest, req.URL.Path + " accepts POST only"})
+		return
+	}
+	r.inflight.Add(1)
+	defer r.inflight.Add(-1)
+	ctx, cancel := context.WithCancel(req.Context())
+	defer cancel()
+	defer context.AfterFunc(r.flights, cancel)()
+	req = req.WithContext(ctx)
+	start := time.Now()
+	body, held, ok := r.readRequestBody(w, req)
+	if !ok {
+		return
+	}
+	defer r.budget.release(held) // after finish: the body is kept for retries until the answer ends
+	kind := kindOf(req.URL.Path)
+	var hs *prefix.Hasher
+	if r.rules.blockChars > 0 {
+		hs = r.hashers.Get().(*prefix.Hasher)
+		hs.Reset(r.rules.blockChars)
+		defer r.hashers.Put(hs) // after finish (deferred below): the ticket holds its blocks until then
+	}
+	f, err := r.newFlight(ctx, kind, req, body, hs)
+	if err != nil {
+		r.fail(w, err)
+		return
+	}
+	f.start = start
+	t0 := time.Now()
+	f.ticket, f.d, err = r.route(f, t0.UnixNano())
+	r.metrics.decision.Observe(time.Since(t0).Seconds())
+	if err != nil {
+		r.fail(w, &httpError{http.StatusServiceUnavailable, wire.ErrTypeUnavailable, "no ready replica to serve the request"})
+		return
+	}
+	f.held = true
+	// Deferred: ReverseProxy aborts the handler with a panic when the replica's
+	// body breaks off mid-answer, and the load must be released then too.
+	defer r.finish(req.Context(), f)
+	r.forward(w, req.WithContext(context.WithValue(req.Context(), flightKey{}, f)), f)
+}
+
+// forward is the retry loop: each pass is one attempt through ReverseProxy
+// on the flight's replica. An attempt that failed before anything reached
+// the client (a dial error, a 503 or 429) and found a next candidate
+// (retry) leaves f.next set and has written nothing; the loop moves the
+// flight there and tries again. Once a replica has begun an answer, nothing
+// is retried.
+func (r *Router) forward(w http.ResponseWriter, req *http.Request, f *flight) {
+	for {
+		r.proxy.ServeHTTP(w, req)
+		if f.next == nil {
+			return
+		}
+		r.failover(f)
+	}
+}
+
+// attempt counts and sends one attempt (ReverseProxy's transport).
+func (r *Router) countedAttempt(req *http.Request) (*http.Response, error) {
+	flightOf(req.Context()).tries++
+	return r.attempt(req)
+}
+
+// rewrite points the outgoing request at the picked replica.
+func (r *Router) rewrite(pr *httputil.ProxyRequest) {
+	f := flightOf(pr.In.Context())
+	if err := f.target(pr.Out, r.baseURL(f.ticket.Replica.URL)); err != nil {
+		// The URL came from discovery and was validated; keep the request
+		// failing visibly rather than sending it anywhere else.
+		pr.Out.URL = &url.URL{Scheme: "http", Host: "invalid.invalid"}
+	}
+	pr.SetXForwarded()
+}
+
+// target sets out's URL, Host and body for the flight's current replica,
+// whose URL is base (nil: it did not parse).
+func (f *flight) target(out *http.Request, base *url.URL) error {
+	if base == nil {
+		return errBadURL
+	}
+	u := *base
+	u.Path = strings.TrimSuffix(base.Path, "/") + out.URL.Path
+	u.RawPath = ""
+	u.RawQuery = out.URL.RawQuery
+	out.URL = &u
+	out.Host = u.Host
+	out.Body = io.NopCloser(bytes.NewReader(f.body))
+	out.ContentLength = int64(len(f.body))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(f.body)), nil }
+	// Idempotent for net/http (an empty Idempotency-Key is not sent): when a
+	// kept-alive connection turns out closed by the replica before any
+	// answer (it restarted, or timed the connection out), the transport
+	// sends the request again on a new one instead of failing it. Inference
+	// changes nothing on the replica but its cache, and nothing has reached
+	// the client; an answer that has begun is never replayed. A client's own
+	// key is forwarded as it is.
+	if _, ok := out.Header["Idempotency-Key"]; !ok {
+		out.Header["Idempotency-Key"] = nil
+	}
+	return nil
+}
+
+var errBadURL = errors.New("replica URL does not parse")
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// modifyResponse tags the answer and starts observing its body.
+func (r *Router) modifyResponse(resp *http.Response) error {
+	f := flightOf(resp.Request.Context())
+	if r.retryStatus(f, resp) {
+		return errRetry
+	}
+	f.status = resp.StatusCode
+	r.tag(resp.Header, f)
+	if resp.StatusCode >= 500 {
+		r.metrics.upstreamErrors.WithLabelValues(f.ticket.Replica.Name, failStatus.String()).Inc()
+	}
+	body, err := peek(resp.Body)
+	if err != nil {
+		resp.Body.Close()
+		return err // nothing reached the client: proxyError answers (504 when stalled)
+	}
+	sse := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+	f.obs = newObserver(f.wrapStream(resp, body), sse, resp.ContentLength)
+	if f.kind == kindMessages {
+		f.obs.parse = messagesCounts
+	}
+	f.obs.onBreak = func(err error) []byte { return r.broken(f, err) }
+	if resp.StatusCode/100 == 2 {
+		// Release as soon as the replica has finished, before the last bytes
+		// reach the client: a client that sends its next turn the moment the
+		// answer ends must find placement memory up to date and the load gone.
+		f.obs.done = func(c counts) { r.settle(f, c.outcome(), time.Now()) }
+	}
+	resp.Body = f.obs
+	return nil
+}
+
+// settle releases the flight's ticket, once, and feeds placement memory
+// with the outcome.
+func (r *Router) settle(f *flight, out state.Outcome, now time.Time) {
+	if !f.held {
+		return
+	}
+	if f.pol != nil {
+		out = state.Outcome{} // placement does not matter: return the load, learn nothing
+	}
+	if out.OK {
+		out.Latency = now.Sub(f.start)
+		if f.obs != nil && !f.obs.first.IsZero() {
+			out.TTFT = f.obs.first.Sub(f.start)
+		}
+	}
+	f.fb = r.table.Release(&f.ticket, out, now.UnixNano())
+	f.out, f.held = out, false
+	r.flushCluster()
+}
