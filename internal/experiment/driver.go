@@ -23,14 +23,6 @@ import (
 	"github.com/llm-ring/llm-ring/internal/wire"
 )
 
-// Response headers the runner reads from the router's answers (defined by
-// the router). Without HeaderEstPrompt, est_prompt_tokens is recorded as 0.
-const (
-	HeaderRoutedTo    = router.HeaderRoutedTo    // replica that served the request
-	HeaderRouteReason = router.HeaderRouteReason // the policy's reason code
-	HeaderEstPrompt   = router.HeaderEstPrompt   // the router's prompt token estimate
-)
-
 // errInterruptedRequest is the error text of a request cut short by Ctrl-C.
 const errInterruptedRequest = "interrupted: the run was stopped before the answer ended"
 
@@ -223,9 +215,11 @@ func (d *driver) post(ctx context.Context, row record.Request, msgs []wire.ChatM
 	}
 	defer resp.Body.Close()
 	row.Status = resp.StatusCode
-	row.Replica = resp.Header.Get(HeaderRoutedTo)
-	row.Reason = resp.Header.Get(HeaderRouteReason)
-	if v := resp.Header.Get(HeaderEstPrompt); v != "" {
+	// The router's headers: the replica, its reason, its prompt estimate
+	// (without it, est_prompt_tokens is recorded as 0).
+	row.Replica = resp.Header.Get(router.HeaderRoutedTo)
+	row.Reason = resp.Header.Get(router.HeaderRouteReason)
+	if v := resp.Header.Get(router.HeaderEstPrompt); v != "" {
 		row.EstPrompt, _ = strconv.Atoi(v)
 	}
 	if resp.StatusCode != http.StatusOK {

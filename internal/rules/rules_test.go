@@ -25,7 +25,7 @@ const (
 // share and the strict decoder.
 var core = []string{
 	"internal/ring", "internal/policy", "internal/state", "internal/prefix", "internal/replicaset",
-	"internal/model", "internal/traffic", "internal/sim", "internal/wire", "internal/strict",
+	"internal/model", "internal/traffic", "internal/sim", "internal/wire", "internal/strict", "internal/admission",
 }
 
 // coreForbidden are the imports a core package's non-test file may not
