@@ -75,6 +75,7 @@ type Router struct {
 
 	hashers  sync.Pool        // *prefix.Hasher, one per request in flight
 	scraper  *signals.Scraper // the replicas' /metrics; nil when signals.interval is 0
+	health   healthNotes      // what the health checks found wrong with the configuration
 	mu       sync.Mutex       // guards policy settings (admin API)
 	name     string
 	settings policy.Settings
