@@ -16,11 +16,13 @@ import (
 type apiKind uint8
 
 const (
-	kindCompletion  apiKind = iota + 1 // llama.cpp POST /completion
-	kindChat                           // OpenAI POST /v1/chat/completions
-	kindCompletions                    // OpenAI POST /v1/completions
-	kindMessages                       // Anthropic POST /v1/messages
-	kindByLoad                         // embeddings, rerank, tokenize: placement does not matter
+	kindCompletion     apiKind = iota + 1 // llama.cpp POST /completion
+	kindChat                              // OpenAI POST /v1/chat/completions
+	kindCompletions                       // OpenAI POST /v1/completions
+	kindMessages                          // Anthropic POST /v1/messages
+	kindByLoad                            // embeddings, rerank, tokenize: placement does not matter
+	kindOllamaChat                        // Ollama POST /api/chat
+	kindOllamaGenerate                    // Ollama POST /api/generate
 )
 
 func kindOf(path string) apiKind {
@@ -33,6 +35,10 @@ func kindOf(path string) apiKind {
 		return kindCompletions
 	case wire.PathMessages:
 		return kindMessages
+	case pathOllamaChat:
+		return kindOllamaChat
+	case pathOllamaGenerate:
+		return kindOllamaGenerate
 	}
 	if isByLoad(path) {
 		return kindByLoad
@@ -102,17 +108,16 @@ func parseRequest(kind apiKind, h http.Header, body []byte, rules *keyRules, hs 
 	if top == nil {
 		return p, badRequest("request body must be a JSON object, not null")
 	}
-	var err error
-	if p.stream, err = optBool(top, "stream"); err != nil {
-		return p, err
-	}
-	if p.maxTokens, err = maxTokens(kind, top, rules.defaultMax, rules.maxOutput); err != nil {
+	if err := p.parseOutput(kind, top, rules); err != nil {
 		return p, err
 	}
 	var start string // the conversation's start, for the prefix key
+	var err error
 	switch kind {
-	case kindChat:
+	case kindChat, kindOllamaChat:
 		start, err = p.parseMessages(top, rules.prefixChars, hs)
+	case kindOllamaGenerate:
+		start, err = p.parseOllamaGenerate(top, rules.prefixChars, hs)
 	case kindMessages:
 		start, err = p.parseAnthropic(body, rules.prefixChars, hs)
 	default:
@@ -153,6 +158,24 @@ func parseRequest(kind apiKind, h http.Header, body []byte, rules *keyRules, hs 
 		}
 	}
 	return p, nil
+}
+
+// parseOutput reads whether the answer streams and how long it may be
+// (Ollama: streamed unless "stream": false, options.num_predict).
+func (p *parsed) parseOutput(kind apiKind, top map[string]json.RawMessage, rules *keyRules) error {
+	var err error
+	if kind == kindOllamaChat || kind == kindOllamaGenerate {
+		if p.stream, err = ollamaStream(top); err != nil {
+			return err
+		}
+		p.maxTokens, err = ollamaMaxTokens(top, rules.defaultMax, rules.maxOutput)
+		return err
+	}
+	if p.stream, err = optBool(top, "stream"); err != nil {
+		return err
+	}
+	p.maxTokens, err = maxTokens(kind, top, rules.defaultMax, rules.maxOutput)
+	return err
 }
 
 // parseMessages reads a chat request's messages: the characters of the whole

@@ -178,7 +178,7 @@ func New(opts Options) (*Router, error) {
 	r.mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
 		r.fail(w, &httpError{http.StatusNotFound, wire.ErrTypeNotFound,
 			fmt.Sprintf("no route for %s %s; llm-ring routes POST %s, and GET %s", req.Method, clip(req.URL.Path, 128),
-				strings.Join(proxiedPaths, ", "), strings.Join(modelsPaths, ", "))})
+				strings.Join(proxiedPaths, ", "), strings.Join(listPaths, ", "))})
 	})
 	if err := r.newCluster(opts.NodeName); err != nil {
 		return nil, err
