@@ -2,11 +2,10 @@ package router
 
 import (
 	"encoding/json"
-	"strings"
 
+	"github.com/llm-ring/llm-ring/internal/convo"
 	"github.com/llm-ring/llm-ring/internal/engine"
 	"github.com/llm-ring/llm-ring/internal/prefix"
-	"github.com/llm-ring/llm-ring/internal/wire"
 )
 
 // Ollama's native API (package engine's ollama.go says what its answers
@@ -85,21 +84,13 @@ func (p *parsed) parseOllamaGenerate(top map[string]json.RawMessage, prefixChars
 	if err != nil {
 		return "", err
 	}
-	var start strings.Builder
+	var acc convo.Accumulator
+	acc.Reset(prefixChars, hs)
 	if system != "" {
-		p.chars += wire.ChatChars("system", system)
-		if hs != nil {
-			hs.WriteMessage("system", system)
-		}
-		wire.ConversationStart(&start, "system", system, prefixChars)
+		acc.Add("system", system)
 	}
-	p.chars += wire.ChatChars("user", prompt)
-	if hs != nil {
-		hs.WriteMessage("user", prompt)
-	}
-	wire.ConversationStart(&start, "user", prompt, prefixChars)
-	p.firstUser, p.turn = prompt, 1
-	return start.String(), nil
+	acc.Add("user", prompt)
+	return p.accumulated(acc.Routing()), nil
 }
 
 // ollamaCounts reads the counts of an Ollama answer: the whole body (one

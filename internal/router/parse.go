@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/llm-ring/llm-ring/internal/convo"
 	"github.com/llm-ring/llm-ring/internal/prefix"
 	"github.com/llm-ring/llm-ring/internal/wire"
 )
@@ -111,17 +112,17 @@ func parseRequest(kind apiKind, h http.Header, body []byte, rules *keyRules, hs 
 	if err := p.parseOutput(kind, top, rules); err != nil {
 		return p, err
 	}
-	var start string // the conversation's start, for the prefix key
+	var startKey string // the key of the conversation's start
 	var err error
 	switch kind {
 	case kindChat, kindOllamaChat:
-		start, err = p.parseMessages(top, rules.prefixChars, hs)
+		startKey, err = p.parseMessages(top, rules.prefixChars, hs)
 	case kindOllamaGenerate:
-		start, err = p.parseOllamaGenerate(top, rules.prefixChars, hs)
+		startKey, err = p.parseOllamaGenerate(top, rules.prefixChars, hs)
 	case kindMessages:
-		start, err = p.parseAnthropic(body, rules.prefixChars, hs)
+		startKey, err = p.parseAnthropic(body, rules.prefixChars, hs)
 	default:
-		start, err = p.parsePrompt(top, rules.prefixChars, hs)
+		startKey, err = p.parsePrompt(top, rules.prefixChars, hs)
 	}
 	if err != nil {
 		return p, err
@@ -149,7 +150,7 @@ func parseRequest(kind apiKind, h http.Header, body []byte, rules *keyRules, hs 
 		}
 	}
 	if p.key == "" {
-		p.key = wire.PrefixKey(start)
+		p.key = startKey
 		p.keySource = "prefix"
 	}
 	if v := h.Get("x-turn"); v != "" {
@@ -178,8 +179,9 @@ func (p *parsed) parseOutput(kind apiKind, top map[string]json.RawMessage, rules
 	return err
 }
 
-// parseMessages reads a chat request's messages: the characters of the whole
-// conversation, and its start (system prompts + the first prefixChars
+// parseMessages reads a chat request's messages into the conversation
+// accumulator: the characters of the whole conversation, its blocks, its
+// turn and the key of its start (system prompts + the first prefixChars
 // characters of the first user message).
 func (p *parsed) parseMessages(top map[string]json.RawMessage, prefixChars int, hs *prefix.Hasher) (string, error) {
 	raw, ok := top["messages"]
@@ -193,8 +195,8 @@ func (p *parsed) parseMessages(top map[string]json.RawMessage, prefixChars int, 
 	if len(msgs) == 0 {
 		return "", badRequest("messages: must not be empty")
 	}
-	var start strings.Builder
-	users := 0
+	var acc convo.Accumulator
+	acc.Reset(prefixChars, hs)
 	for i, m := range msgs {
 		if m.Role == "" {
 			return "", badRequest("messages[%d].role: missing", i)
@@ -203,25 +205,16 @@ func (p *parsed) parseMessages(top map[string]json.RawMessage, prefixChars int, 
 		if err != nil {
 			return "", badRequest("messages[%d].%v", i, err)
 		}
-		p.chars += wire.ChatChars(m.Role, text)
-		if hs != nil {
-			hs.WriteMessage(m.Role, text)
-		}
-		switch m.Role {
-		case "system", "developer":
-			if users == 0 {
-				wire.ConversationStart(&start, m.Role, text, prefixChars)
-			}
-		case "user":
-			if users == 0 {
-				wire.ConversationStart(&start, m.Role, text, prefixChars)
-				p.firstUser = text
-			}
-			users++
-		}
+		acc.Add(m.Role, text)
 	}
-	p.turn = users
-	return start.String(), nil
+	return p.accumulated(acc.Routing()), nil
+}
+
+// accumulated takes what the conversation accumulator read and returns the
+// key of the conversation's start.
+func (p *parsed) accumulated(r convo.Routing) string {
+	p.chars, p.firstUser, p.turn = r.Chars, r.FirstUser, r.Turn
+	return r.Key
 }
 
 // parsePrompt reads a /completion or /v1/completions prompt.
@@ -239,9 +232,9 @@ func (p *parsed) parsePrompt(top map[string]json.RawMessage, prefixChars int, hs
 	}
 	if tokens > 0 {
 		// A token-array prompt starts with its first ids: key on those.
-		return string(top["prompt"][:min(len(top["prompt"]), prefixChars)]), nil
+		return wire.PrefixKey(string(top["prompt"][:min(len(top["prompt"]), prefixChars)])), nil
 	}
-	return wire.FirstChars(text, prefixChars), nil
+	return wire.PrefixKey(wire.FirstChars(text, prefixChars)), nil
 }
 
 // maxTokens reads the requested output length: max_tokens,
