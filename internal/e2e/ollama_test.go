@@ -231,6 +231,25 @@ func TestOllamaBehindRouter(t *testing.T) {
 			if n := strings.Count(logs.String(), `"status":200`); n != len(reqs) {
 				t.Errorf("%d answers logged with status 200, want %d", n, len(reqs))
 			}
+			checkLists(t, url)
 		})
+	}
+}
+
+// checkLists: the model lists and the version, answered by the router from
+// the real servers'.
+func checkLists(t *testing.T, url string) {
+	t.Helper()
+	for path, want := range map[string]string{"/api/tags": `"name":"tiny:latest"`, "/api/ps": `"name":"tiny:latest"`,
+		"/api/version": `{"version":"0.`, "/v1/models": `"id":"tiny:latest"`} {
+		resp, err := http.Get(url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), want) {
+			t.Errorf("GET %s: %d %s, want %s in it", path, resp.StatusCode, b, want)
+		}
 	}
 }
