@@ -21,7 +21,8 @@
 #   LLM_RING_CACHE  cache root (default: $HOME/.cache/llm-ring); the binary goes
 #                   to $LLM_RING_CACHE/ollama/<version>/ollama
 #
-# Cold build on 2 cores: see docs/notes/ollama.md (about 12 minutes).
+# Cold build on 2 busy cores: about 25-30 minutes (docs/notes/ollama.md); with the
+# Go build cache warm, seconds.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

@@ -43,12 +43,13 @@ var presets = []Preset{
 	// model"}} while loading, 200 {"status":"ok"} after; /metrics with
 	// --metrics (tools/server/server.cpp).
 	{Name: LlamaCpp, HealthPath: "/health", Metrics: LlamaCpp},
-	// vLLM: GET /health is 200 with an empty body once the engine serves
-	// (vllm/entrypoints/openai/api_server.py's health route); /metrics
+	// vLLM: GET /health is 200 once the engine serves (its API servers'
+	// health route, vllm/entrypoints/openai/api_server.py); /metrics
 	// always on.
 	{Name: VLLM, HealthPath: "/health", Metrics: VLLM},
-	// SGLang: GET /health is 200 once serving (it runs a one-token
-	// generation in newer versions); /metrics with --enable-metrics.
+	// SGLang: GET /health is 200 once serving (/health_generate also runs
+	// a generation; python/sglang/srt/entrypoints/http_server.py); /metrics
+	// with --enable-metrics.
 	{Name: SGLang, HealthPath: "/health", Metrics: SGLang},
 	// Ollama: no /health (404) and no /metrics; GET /api/version answers
 	// {"version":"…"} as soon as the server listens (models load on the
