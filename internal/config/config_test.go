@@ -159,3 +159,35 @@ func TestPolicySettings(t *testing.T) {
 		t.Errorf("state config = %+v", s)
 	}
 }
+
+// TestEngineSettings: the replica set's engine gives the health path and
+// metric names unless health_check.path or signals.engine name their own;
+// a replica naming another engine always gets that engine's; a
+// configuration with only signals.engine (before the engine key) keeps
+// working.
+func TestEngineSettings(t *testing.T) {
+	c, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(what, own, wantEngine, wantPath, wantMetrics string) {
+		t.Helper()
+		p, path := c.ReplicaEngine(own)
+		if p.Name != wantEngine || path != wantPath || c.MetricsPreset(own) != wantMetrics {
+			t.Errorf("%s: engine %s, path %s, metrics %q; want %s, %s, %q", what, p.Name, path, c.MetricsPreset(own), wantEngine, wantPath, wantMetrics)
+		}
+	}
+	check("shipped", "", "llamacpp", "/health", "llamacpp")
+	check("an Ollama replica", "ollama", "ollama", "/api/version", "")
+	c.Engine = "ollama"
+	check("engine: ollama", "", "ollama", "/api/version", "")
+	check("a vLLM replica among Ollamas", "vllm", "vllm", "/health", "vllm")
+	c.HealthCheck.Path, c.Signals.Engine = "/ready", "sglang"
+	check("overrides", "", "ollama", "/ready", "sglang")
+	check("overrides leave another engine's replica alone", "vllm", "vllm", "/health", "vllm")
+	c.Engine, c.Signals.Engine = "", "vllm"
+	check("only signals.engine", "", "vllm", "/ready", "vllm")
+	if err := c.Validate(); err != nil {
+		t.Errorf("a configuration with only signals.engine: %v", err)
+	}
+}
