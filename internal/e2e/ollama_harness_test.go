@@ -21,6 +21,7 @@ import (
 
 	"github.com/llm-ring/llm-ring/internal/config"
 	"github.com/llm-ring/llm-ring/internal/discovery"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/router"
 	"github.com/llm-ring/llm-ring/internal/testlog"
 )
@@ -175,7 +176,7 @@ func routerFor(t *testing.T, servers []ollamaServer, edit func(*config.Router)) 
 	}
 	c.Discovery.Static = nil
 	for _, s := range servers {
-		c.Discovery.Static = append(c.Discovery.Static, discovery.Replica{Name: s.name, URL: s.url})
+		c.Discovery.Static = append(c.Discovery.Static, replicaset.Replica{Name: s.name, URL: s.url})
 	}
 	if edit != nil {
 		edit(c)

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/llm-ring/llm-ring/internal/config"
-	"github.com/llm-ring/llm-ring/internal/discovery"
 	"github.com/llm-ring/llm-ring/internal/replica"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/wire"
 )
 
@@ -22,7 +22,7 @@ import (
 // GET / "Ollama is running", GET /api/version, and an OpenAI chat answer
 // with usage (Ollama's /v1 compatibility layer).
 type fakeOllama struct {
-	discovery.Replica
+	replicaset.Replica
 	srv            *httptest.Server
 	health, scrape atomic.Int64 // GET /health, GET /metrics
 	version        atomic.Int64 // GET /api/version
@@ -57,7 +57,7 @@ func newFakeOllama(t *testing.T, name string) *fakeOllama {
 		}
 	}))
 	t.Cleanup(o.srv.Close)
-	o.Replica = discovery.Replica{Name: name, URL: o.srv.URL}
+	o.Replica = replicaset.Replica{Name: name, URL: o.srv.URL}
 	return o
 }
 
@@ -89,7 +89,7 @@ func chatTurns(t *testing.T, s *served, n int) {
 func TestShippedConfigEveryFace(t *testing.T) {
 	for _, face := range append(append([]string{}, replica.APIs...), "ollama") {
 		t.Run(face, func(t *testing.T) {
-			var rs []discovery.Replica
+			var rs []replicaset.Replica
 			var ollamas []*fakeOllama
 			for i := range 3 {
 				name := fmt.Sprint("llm-", i)
@@ -160,7 +160,7 @@ func checkMismatchReported(t *testing.T, s *served, readyz string) {
 // answering is still taken out of routing.
 func TestOllamaEngine(t *testing.T) {
 	a, b := newFakeOllama(t, "a"), newFakeOllama(t, "b")
-	s := stubRouter(t, "consistent", []discovery.Replica{a.Replica, b.Replica}, shippedFast,
+	s := stubRouter(t, "consistent", []replicaset.Replica{a.Replica, b.Replica}, shippedFast,
 		func(c *config.Router) { c.Engine = "ollama" })
 	waitFor(t, "health rounds on /api/version", func() bool { return a.version.Load() >= 3 && b.version.Load() >= 3 })
 	chatTurns(t, s, 6)
@@ -194,7 +194,7 @@ func TestReplicaEngine(t *testing.T) {
 	o := newFakeOllama(t, "ollama-0")
 	o.Engine = "ollama"
 	l := simReplica(t, "llm-0", nil)
-	s := stubRouter(t, "consistent", []discovery.Replica{l, o.Replica}, shippedFast)
+	s := stubRouter(t, "consistent", []replicaset.Replica{l, o.Replica}, shippedFast)
 	waitFor(t, "the Ollama replica probed on /api/version", func() bool { return o.version.Load() >= 3 })
 	waitFor(t, "the llama.cpp replica's signals", func() bool {
 		_, body := s.do(t, "GET", "/replicas", "")

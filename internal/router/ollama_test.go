@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/llm-ring/llm-ring/internal/config"
-	"github.com/llm-ring/llm-ring/internal/discovery"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/wire"
 )
 
@@ -18,7 +18,7 @@ import (
 // shapes recorded in docs/real-engines.md): /api/chat and /api/generate
 // stream NDJSON unless "stream": false, the last object carrying the
 // counts; /api/tags and /api/ps list models; /api/version.
-func nativeOllama(t *testing.T, name, model, version string) discovery.Replica {
+func nativeOllama(t *testing.T, name, model, version string) replicaset.Replica {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case pathOllamaVersion:
@@ -50,7 +50,7 @@ func nativeOllama(t *testing.T, name, model, version string) discovery.Replica {
 		}
 	}))
 	t.Cleanup(srv.Close)
-	return discovery.Replica{Name: name, URL: srv.URL}
+	return replicaset.Replica{Name: name, URL: srv.URL}
 }
 
 // TestOllamaNative (issue 20): Ollama's POST /api/chat and /api/generate are
@@ -60,7 +60,7 @@ func nativeOllama(t *testing.T, name, model, version string) discovery.Replica {
 // is the whole prompt with the cached share unknown, eval_count the
 // output.
 func TestOllamaNative(t *testing.T) {
-	var rs []discovery.Replica
+	var rs []replicaset.Replica
 	for i := range 3 {
 		rs = append(rs, nativeOllama(t, fmt.Sprint("llm-", i), fmt.Sprintf("own-%d:latest", i), fmt.Sprintf("0.%d.0", 9+i)))
 	}
@@ -96,7 +96,7 @@ func TestOllamaNative(t *testing.T) {
 // TestOllamaLists: GET /api/tags and /api/ps are the union of the healthy
 // replicas' lists, /api/version their lowest version.
 func TestOllamaLists(t *testing.T) {
-	var rs []discovery.Replica
+	var rs []replicaset.Replica
 	for i := range 3 {
 		rs = append(rs, nativeOllama(t, fmt.Sprint("llm-", i), fmt.Sprintf("own-%d:latest", i), fmt.Sprintf("0.%d.0", 9+i)))
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llm-ring/llm-ring/internal/discovery"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/wire"
 )
 
@@ -14,7 +14,7 @@ import (
 // first of conversation_key.headers present wins, in any case), and a
 // request-scoped id is not a key.
 func TestSessionHeaders(t *testing.T) {
-	s := stubRouter(t, "consistent", []discovery.Replica{newFake(t, "a").replica(), newFake(t, "b").replica(), newFake(t, "c").replica()})
+	s := stubRouter(t, "consistent", []replicaset.Replica{newFake(t, "a").replica(), newFake(t, "b").replica(), newFake(t, "c").replica()})
 	for i, h := range []string{"x-conversation-id", "X-Session-ID", "x-session-token", "session_id", "Session-Id", "X-User-Id"} {
 		s.do(t, "POST", wire.PathChatCompletions, chatBody(fmt.Sprint("hi ", i), false), h, fmt.Sprint("session-", i))
 		want := fmt.Sprintf(`"key_source":"header:%s"`, strings.ToLower(h))

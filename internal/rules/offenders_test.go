@@ -24,7 +24,7 @@ internal/sim/sim.go 676
 internal/simrun/batch.go RunJobs 84
 internal/simrun/sweep.go WriteSweepChart 125
 # proxy
-internal/router/router.go 692
+internal/router/router.go 691
 internal/router/router.go New 85
 internal/state/state.go 616
 internal/state/state.go Table.route 82
