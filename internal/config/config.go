@@ -48,6 +48,12 @@ type Router struct {
 	Admin           Admin           `json:"admin"`
 	Upstream        Upstream        `json:"upstream"`
 	HealthCheck     HealthCheck     `json:"health_check"`
+	// Engine names the replicas' engine (llamacpp, vllm, sglang or ollama;
+	// package engine's presets): their health path and metric names, unless
+	// health_check.path or signals.engine name their own. A replica of the
+	// static list may name its own engine. Absent, signals.engine names it
+	// (the key's place before engines had presets).
+	Engine string `json:"engine" cfg:"optional"`
 	// ShutdownDelay: on SIGTERM, readiness fails at once but the listener
 	// keeps serving for this long (Kubernetes removes the endpoint), then
 	// in-flight requests drain for up to ShutdownGrace.
@@ -78,8 +84,9 @@ type Signals struct {
 	Interval Duration `json:"interval"`
 	Timeout  Duration `json:"timeout"`
 	Path     string   `json:"path"`
-	// Engine names the metric preset: llamacpp, vllm or sglang.
-	Engine string `json:"engine"`
+	// Engine names the metric preset (llamacpp, vllm or sglang); absent or
+	// "", the engine's own (none for ollama: its replicas are not scraped).
+	Engine string `json:"engine" cfg:"optional"`
 }
 
 // SignalEngines are the metric presets signals.engine may name.
@@ -376,10 +383,11 @@ func (c *Router) Validate() error {
 		if !strings.HasPrefix(s.Path, "/") {
 			bad("signals.path", "must start with /, got %q", s.Path)
 		}
-		if !slices.Contains(SignalEngines, s.Engine) {
+		if s.Engine != "" && !slices.Contains(SignalEngines, s.Engine) {
 			bad("signals.engine", "must be one of %s, got %q", strings.Join(SignalEngines, ", "), s.Engine)
 		}
 	}
+	c.validateEngines(bad)
 	if c.DefaultMaxTokens < 1 {
 		bad("default_max_tokens", "must be ≥ 1, got %d", c.DefaultMaxTokens)
 	}

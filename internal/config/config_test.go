@@ -62,7 +62,14 @@ func TestErrorsNameTheKey(t *testing.T) {
 			return strings.Replace(s, "load_unit: requests", "load_unit: bytes", 1)
 		}, "policies.bounded.load_unit"},
 		{"prefix block too small", func(s string) string { return strings.Replace(s, "block_chars: 256", "block_chars: 4", 1) }, "prefix_index.block_chars"},
-		{"bad signals engine", func(s string) string { return strings.Replace(s, "engine: llamacpp", "engine: tgi", 1) }, "signals.engine"},
+		{"bad engine", func(s string) string { return strings.Replace(s, "engine: llamacpp", "engine: tgi", 1) }, `engine: unknown engine "tgi"`},
+		{"no engine", func(s string) string { return strings.Replace(s, "engine: llamacpp", "", 1) }, "engine: missing"},
+		{"bad signals engine", func(s string) string {
+			return strings.Replace(s, "  path: /metrics", "  path: /metrics\n  engine: ollama\n", 1)
+		}, `signals.engine: must be one of llamacpp, vllm, sglang, got "ollama"`},
+		{"bad replica engine", func(s string) string {
+			return strings.Replace(s, `url: "http://127.0.0.1:8082"}`, `url: "http://127.0.0.1:8082", engine: tgi}`, 1)
+		}, `discovery.static[1].engine: unknown engine "tgi"`},
 		{"bad replica url", func(s string) string { return strings.Replace(s, `"http://127.0.0.1:8081"`, `"127.0.0.1:8081"`, 1) }, "discovery.static[0].url"},
 		{"duplicate replica", func(s string) string { return strings.Replace(s, "name: llm-1", "name: llm-0", 1) }, "discovery.static[1].name: duplicate"},
 		{"bad mode", func(s string) string { return strings.Replace(s, "mode: static", "mode: consul", 1) }, "discovery.mode"},
@@ -75,7 +82,7 @@ func TestErrorsNameTheKey(t *testing.T) {
 		}, "server.max_buffered_body_bytes: must be ≥ max_body_bytes"},
 		{"admin without token", func(s string) string { return strings.Replace(s, `  listen: ""`, `  listen: "127.0.0.1:9090"`, 1) }, "admin.token_file: must be set"},
 		{"no upstream idle timeout", func(s string) string { return strings.Replace(s, "idle_timeout: 2m ", "idle_timeout: 0s ", 2) }, "upstream.idle_timeout: must be > 0"},
-		{"bad health path", func(s string) string { return strings.Replace(s, "path: /health", "path: health", 1) }, "health_check.path: must start with /"},
+		{"bad health path", func(s string) string { return strings.Replace(s, `path: ""`, "path: health", 1) }, "health_check.path: must start with /"},
 		{"health threshold zero", func(s string) string { return strings.Replace(s, "healthy_threshold: 1", "healthy_threshold: 0", 1) }, "health_check.healthy_threshold"},
 		{"max_output_tokens under the default", func(s string) string {
 			return strings.Replace(s, "max_output_tokens: 32768", "max_output_tokens: 64", 1)
@@ -150,5 +157,37 @@ func TestPolicySettings(t *testing.T) {
 	}
 	if s := c.StateConfig(); s.VirtualNodes != 160 || s.MaxEntries != 1000000 || s.TTL.Minutes() != 30 {
 		t.Errorf("state config = %+v", s)
+	}
+}
+
+// TestEngineSettings: the replica set's engine gives the health path and
+// metric names unless health_check.path or signals.engine name their own;
+// a replica naming another engine always gets that engine's; a
+// configuration with only signals.engine (before the engine key) keeps
+// working.
+func TestEngineSettings(t *testing.T) {
+	c, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(what, own, wantEngine, wantPath, wantMetrics string) {
+		t.Helper()
+		p, path := c.ReplicaEngine(own)
+		if p.Name != wantEngine || path != wantPath || c.MetricsPreset(own) != wantMetrics {
+			t.Errorf("%s: engine %s, path %s, metrics %q; want %s, %s, %q", what, p.Name, path, c.MetricsPreset(own), wantEngine, wantPath, wantMetrics)
+		}
+	}
+	check("shipped", "", "llamacpp", "/health", "llamacpp")
+	check("an Ollama replica", "ollama", "ollama", "/api/version", "")
+	c.Engine = "ollama"
+	check("engine: ollama", "", "ollama", "/api/version", "")
+	check("a vLLM replica among Ollamas", "vllm", "vllm", "/health", "vllm")
+	c.HealthCheck.Path, c.Signals.Engine = "/ready", "sglang"
+	check("overrides", "", "ollama", "/ready", "sglang")
+	check("overrides leave another engine's replica alone", "vllm", "vllm", "/health", "vllm")
+	c.Engine, c.Signals.Engine = "", "vllm"
+	check("only signals.engine", "", "vllm", "/ready", "vllm")
+	if err := c.Validate(); err != nil {
+		t.Errorf("a configuration with only signals.engine: %v", err)
 	}
 }

@@ -1,6 +1,11 @@
 package config
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/llm-ring/llm-ring/internal/engine"
+)
 
 // Server holds the client-side limits of the router's listener.
 type Server struct {
@@ -33,9 +38,11 @@ type HealthCheck struct {
 	Interval Duration `json:"interval"`
 	// Timeout of one check; no answer in time is a failure.
 	Timeout Duration `json:"timeout"`
-	// Path is requested with GET on each replica (llama.cpp: /health,
-	// 200 when ready, 503 while loading).
-	Path string `json:"path"`
+	// Path is requested with GET on each replica; absent or "", the
+	// engine's (llama.cpp, vLLM, SGLang: /health; Ollama: /api/version).
+	// A path the replica does not serve (404) is logged as a configuration
+	// mismatch and the replica stays routable while it answers.
+	Path string `json:"path" cfg:"optional"`
 	// UnhealthyThreshold consecutive failures take a replica out of routing;
 	// HealthyThreshold consecutive successes bring it back.
 	UnhealthyThreshold int `json:"unhealthy_threshold"`
@@ -80,7 +87,7 @@ func (c *Router) validateServing(bad func(key, format string, args ...any)) {
 		if h.Timeout <= 0 {
 			bad("health_check.timeout", "must be > 0")
 		}
-		if len(h.Path) == 0 || h.Path[0] != '/' {
+		if h.Path != "" && h.Path[0] != '/' {
 			bad("health_check.path", "must start with /, got %q", h.Path)
 		}
 		if h.UnhealthyThreshold < 1 {
@@ -93,4 +100,62 @@ func (c *Router) validateServing(bad func(key, format string, args ...any)) {
 	if c.ShutdownDelay < 0 {
 		bad("shutdown_delay", "must not be negative")
 	}
+}
+
+// validateEngines checks the engine keys: the replica set's engine (or the
+// signals.engine that stands for it) and every static replica's.
+func (c *Router) validateEngines(bad func(key, format string, args ...any)) {
+	if c.Engine == "" && c.Signals.Engine == "" {
+		bad("engine", "missing (one of %s)", strings.Join(engine.Names(), ", "))
+	} else if _, err := engine.PresetOf(c.EngineName()); err != nil {
+		bad("engine", "%v", err)
+	}
+	if c.Discovery.Mode != "static" {
+		return
+	}
+	for i, r := range c.Discovery.Static {
+		if r.Engine == "" {
+			continue
+		}
+		if _, err := engine.PresetOf(r.Engine); err != nil {
+			bad(fmt.Sprintf("discovery.static[%d].engine", i), "%v", err)
+		}
+	}
+}
+
+// EngineName is the replica set's engine: the engine key, or signals.engine
+// where the configuration predates it.
+func (c *Router) EngineName() string {
+	if c.Engine != "" {
+		return c.Engine
+	}
+	return c.Signals.Engine
+}
+
+// ReplicaEngine returns the preset of a replica whose own engine setting is
+// own ("" for the replica set's), and the health path to probe it on: the
+// configured health_check.path for replicas of the set's engine, the
+// engine's own path for a replica that names another engine. The
+// configuration must be valid.
+func (c *Router) ReplicaEngine(own string) (engine.Preset, string) {
+	name := c.EngineName()
+	if own != "" {
+		name = own
+	}
+	p, _ := engine.PresetOf(name)
+	if c.HealthCheck.Path != "" && (own == "" || own == c.EngineName()) {
+		return p, c.HealthCheck.Path
+	}
+	return p, p.HealthPath
+}
+
+// MetricsPreset returns the signals preset of a replica whose own engine
+// setting is own: signals.engine when it is set and the replica is of the
+// set's engine, else the engine's own ("" when it publishes no metrics).
+func (c *Router) MetricsPreset(own string) string {
+	p, _ := c.ReplicaEngine(own)
+	if c.Signals.Engine != "" && (own == "" || own == c.EngineName()) {
+		return c.Signals.Engine
+	}
+	return p.Metrics
 }

@@ -16,6 +16,10 @@ import (
 type Replica struct {
 	Name string `json:"name"`
 	URL  string `json:"url"`
+	// Engine names the replica's engine (package engine's presets) when it
+	// differs from the replica set's (the configuration's engine key); ""
+	// means the set's.
+	Engine string `json:"engine,omitempty" cfg:"optional"`
 }
 
 // Normalize returns a copy of rs sorted by name, with duplicate names removed

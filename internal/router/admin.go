@@ -126,7 +126,11 @@ func (r *Router) serveReady(w http.ResponseWriter, _ *http.Request) {
 			fmt.Sprintf("no healthy replica (%d on the ring, none passing its health checks)", n)})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "replicas": n, "healthy": healthy})
+	body := map[string]any{"status": "ready", "replicas": n, "healthy": healthy}
+	if mm := r.health.all(); len(mm) > 0 {
+		body["health_path_mismatch"] = mm // routable on liveness; the engine setting is wrong
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 // ReplicaInfo is one row of GET /replicas.
@@ -139,6 +143,12 @@ type ReplicaInfo struct {
 	// Healthy is false while the replica fails its health checks: it stays
 	// on the ring but takes no new request.
 	Healthy bool `json:"healthy"`
+	// Engine is the replica's engine (its own setting, or the set's).
+	Engine string `json:"engine"`
+	// HealthPathMismatch says what its health path answered when the
+	// replica does not serve it (404): the engine setting is wrong, and the
+	// replica is routed on liveness. Absent when the path is right.
+	HealthPathMismatch string `json:"health_path_mismatch,omitempty"`
 	// PeerInflight*: the other router instances' load on it (cluster mode).
 	PeerInflightRequests int64 `json:"peer_inflight_requests,omitempty"`
 	PeerInflightTokens   int64 `json:"peer_inflight_tokens,omitempty"`
@@ -201,7 +211,10 @@ func (r *Router) serveReplicas(w http.ResponseWriter, _ *http.Request) {
 	peer := r.table.PeerLoad()
 	for i, x := range st.Replicas {
 		out.Replicas = append(out.Replicas, ReplicaInfo{Name: x.Name, URL: x.URL,
-			InflightRequests: x.Load.Requests, InflightTokens: x.Load.Tokens, RingShare: x.RingShare, Healthy: x.Healthy})
+			InflightRequests: x.Load.Requests, InflightTokens: x.Load.Tokens, RingShare: x.RingShare, Healthy: x.Healthy,
+			HealthPathMismatch: r.health.get(x.Name)})
+		p, _ := r.cfg.ReplicaEngine(x.Engine)
+		out.Replicas[i].Engine = p.Name
 		if i < len(peer) {
 			out.Replicas[i].PeerInflightRequests, out.Replicas[i].PeerInflightTokens = peer[i].Requests, peer[i].Tokens
 		}

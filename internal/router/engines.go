@@ -5,9 +5,9 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/llm-ring/llm-ring/internal/convo"
 	"github.com/llm-ring/llm-ring/internal/engine"
 	"github.com/llm-ring/llm-ring/internal/prefix"
-	"github.com/llm-ring/llm-ring/internal/wire"
 )
 
 // This file is where the router speaks the engines' contracts (package
@@ -80,39 +80,22 @@ func messagesCounts(data []byte, sse bool) (counts, bool) {
 	return usageCounts(u), true
 }
 
-// parseAnthropic reads an Anthropic Messages request (POST /v1/messages):
-// the characters of the whole conversation, its blocks as the replica
-// renders it (the system prompt as a system message, then the messages),
-// and its start under the same rules as a chat (the system prompt, then the
-// first prefixChars characters of the first user message), so that the
-// same conversation gets the same key through either API.
+// parseAnthropic reads an Anthropic Messages request (POST /v1/messages)
+// into the conversation accumulator: the system prompt as a system
+// message, then the messages, so that the same conversation gets the same
+// key, blocks and turn through either API.
 func (p *parsed) parseAnthropic(body []byte, prefixChars int, hs *prefix.Hasher) (string, error) {
 	m, err := engine.ParseMessages(body)
 	if err != nil {
 		return "", badRequest("%v", err)
 	}
-	var start strings.Builder
+	var acc convo.Accumulator
+	acc.Reset(prefixChars, hs)
 	if m.System != "" {
-		p.chars += wire.ChatChars("system", m.System)
-		if hs != nil {
-			hs.WriteMessage("system", m.System)
-		}
-		wire.ConversationStart(&start, "system", m.System, prefixChars)
+		acc.Add("system", m.System)
 	}
-	users := 0
 	for _, msg := range m.Messages {
-		p.chars += wire.ChatChars(msg.Role, msg.Text)
-		if hs != nil {
-			hs.WriteMessage(msg.Role, msg.Text)
-		}
-		if msg.Role == "user" {
-			if users == 0 {
-				wire.ConversationStart(&start, msg.Role, msg.Text, prefixChars)
-				p.firstUser = msg.Text
-			}
-			users++
-		}
+		acc.Add(msg.Role, msg.Text)
 	}
-	p.turn = users
-	return start.String(), nil
+	return p.accumulated(acc.Routing()), nil
 }

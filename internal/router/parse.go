@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/llm-ring/llm-ring/internal/convo"
 	"github.com/llm-ring/llm-ring/internal/prefix"
 	"github.com/llm-ring/llm-ring/internal/wire"
 )
@@ -16,11 +17,13 @@ import (
 type apiKind uint8
 
 const (
-	kindCompletion  apiKind = iota + 1 // llama.cpp POST /completion
-	kindChat                           // OpenAI POST /v1/chat/completions
-	kindCompletions                    // OpenAI POST /v1/completions
-	kindMessages                       // Anthropic POST /v1/messages
-	kindByLoad                         // embeddings, rerank, tokenize: placement does not matter
+	kindCompletion     apiKind = iota + 1 // llama.cpp POST /completion
+	kindChat                              // OpenAI POST /v1/chat/completions
+	kindCompletions                       // OpenAI POST /v1/completions
+	kindMessages                          // Anthropic POST /v1/messages
+	kindByLoad                            // embeddings, rerank, tokenize: placement does not matter
+	kindOllamaChat                        // Ollama POST /api/chat
+	kindOllamaGenerate                    // Ollama POST /api/generate
 )
 
 func kindOf(path string) apiKind {
@@ -33,6 +36,10 @@ func kindOf(path string) apiKind {
 		return kindCompletions
 	case wire.PathMessages:
 		return kindMessages
+	case pathOllamaChat:
+		return kindOllamaChat
+	case pathOllamaGenerate:
+		return kindOllamaGenerate
 	}
 	if isByLoad(path) {
 		return kindByLoad
@@ -102,21 +109,20 @@ func parseRequest(kind apiKind, h http.Header, body []byte, rules *keyRules, hs 
 	if top == nil {
 		return p, badRequest("request body must be a JSON object, not null")
 	}
+	if err := p.parseOutput(kind, top, rules); err != nil {
+		return p, err
+	}
+	var startKey string // the key of the conversation's start
 	var err error
-	if p.stream, err = optBool(top, "stream"); err != nil {
-		return p, err
-	}
-	if p.maxTokens, err = maxTokens(kind, top, rules.defaultMax, rules.maxOutput); err != nil {
-		return p, err
-	}
-	var start string // the conversation's start, for the prefix key
 	switch kind {
-	case kindChat:
-		start, err = p.parseMessages(top, rules.prefixChars, hs)
+	case kindChat, kindOllamaChat:
+		startKey, err = p.parseMessages(top, rules.prefixChars, hs)
+	case kindOllamaGenerate:
+		startKey, err = p.parseOllamaGenerate(top, rules.prefixChars, hs)
 	case kindMessages:
-		start, err = p.parseAnthropic(body, rules.prefixChars, hs)
+		startKey, err = p.parseAnthropic(body, rules.prefixChars, hs)
 	default:
-		start, err = p.parsePrompt(top, rules.prefixChars, hs)
+		startKey, err = p.parsePrompt(top, rules.prefixChars, hs)
 	}
 	if err != nil {
 		return p, err
@@ -144,7 +150,7 @@ func parseRequest(kind apiKind, h http.Header, body []byte, rules *keyRules, hs 
 		}
 	}
 	if p.key == "" {
-		p.key = wire.PrefixKey(start)
+		p.key = startKey
 		p.keySource = "prefix"
 	}
 	if v := h.Get("x-turn"); v != "" {
@@ -155,8 +161,27 @@ func parseRequest(kind apiKind, h http.Header, body []byte, rules *keyRules, hs 
 	return p, nil
 }
 
-// parseMessages reads a chat request's messages: the characters of the whole
-// conversation, and its start (system prompts + the first prefixChars
+// parseOutput reads whether the answer streams and how long it may be
+// (Ollama: streamed unless "stream": false, options.num_predict).
+func (p *parsed) parseOutput(kind apiKind, top map[string]json.RawMessage, rules *keyRules) error {
+	var err error
+	if kind == kindOllamaChat || kind == kindOllamaGenerate {
+		if p.stream, err = ollamaStream(top); err != nil {
+			return err
+		}
+		p.maxTokens, err = ollamaMaxTokens(top, rules.defaultMax, rules.maxOutput)
+		return err
+	}
+	if p.stream, err = optBool(top, "stream"); err != nil {
+		return err
+	}
+	p.maxTokens, err = maxTokens(kind, top, rules.defaultMax, rules.maxOutput)
+	return err
+}
+
+// parseMessages reads a chat request's messages into the conversation
+// accumulator: the characters of the whole conversation, its blocks, its
+// turn and the key of its start (system prompts + the first prefixChars
 // characters of the first user message).
 func (p *parsed) parseMessages(top map[string]json.RawMessage, prefixChars int, hs *prefix.Hasher) (string, error) {
 	raw, ok := top["messages"]
@@ -170,8 +195,8 @@ func (p *parsed) parseMessages(top map[string]json.RawMessage, prefixChars int, 
 	if len(msgs) == 0 {
 		return "", badRequest("messages: must not be empty")
 	}
-	var start strings.Builder
-	users := 0
+	var acc convo.Accumulator
+	acc.Reset(prefixChars, hs)
 	for i, m := range msgs {
 		if m.Role == "" {
 			return "", badRequest("messages[%d].role: missing", i)
@@ -180,25 +205,16 @@ func (p *parsed) parseMessages(top map[string]json.RawMessage, prefixChars int, 
 		if err != nil {
 			return "", badRequest("messages[%d].%v", i, err)
 		}
-		p.chars += wire.ChatChars(m.Role, text)
-		if hs != nil {
-			hs.WriteMessage(m.Role, text)
-		}
-		switch m.Role {
-		case "system", "developer":
-			if users == 0 {
-				wire.ConversationStart(&start, m.Role, text, prefixChars)
-			}
-		case "user":
-			if users == 0 {
-				wire.ConversationStart(&start, m.Role, text, prefixChars)
-				p.firstUser = text
-			}
-			users++
-		}
+		acc.Add(m.Role, text)
 	}
-	p.turn = users
-	return start.String(), nil
+	return p.accumulated(acc.Routing()), nil
+}
+
+// accumulated takes what the conversation accumulator read and returns the
+// key of the conversation's start.
+func (p *parsed) accumulated(r convo.Routing) string {
+	p.chars, p.firstUser, p.turn = r.Chars, r.FirstUser, r.Turn
+	return r.Key
 }
 
 // parsePrompt reads a /completion or /v1/completions prompt.
@@ -216,9 +232,9 @@ func (p *parsed) parsePrompt(top map[string]json.RawMessage, prefixChars int, hs
 	}
 	if tokens > 0 {
 		// A token-array prompt starts with its first ids: key on those.
-		return string(top["prompt"][:min(len(top["prompt"]), prefixChars)]), nil
+		return wire.PrefixKey(string(top["prompt"][:min(len(top["prompt"]), prefixChars)])), nil
 	}
-	return wire.FirstChars(text, prefixChars), nil
+	return wire.PrefixKey(wire.FirstChars(text, prefixChars)), nil
 }
 
 // maxTokens reads the requested output length: max_tokens,

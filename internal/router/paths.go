@@ -28,11 +28,29 @@ import (
 // the rest (byLoadPaths) goes to the ready replica with the fewest requests
 // in flight; the model list is answered by the router from the replicas'.
 var (
-	conversationPaths = []string{wire.PathCompletion, wire.PathChatCompletions, wire.PathCompletions, wire.PathMessages}
-	byLoadPaths       = []string{wire.PathEmbeddings, wire.PathRerank, "/rerank", wire.PathTokenize, wire.PathDetokenize}
-	proxiedPaths      = append(slices.Clone(conversationPaths), byLoadPaths...)
-	modelsPaths       = []string{wire.PathModels, "/models"}
+	conversationPaths = []string{wire.PathCompletion, wire.PathChatCompletions, wire.PathCompletions, wire.PathMessages,
+		pathOllamaChat, pathOllamaGenerate}
+	byLoadPaths  = []string{wire.PathEmbeddings, wire.PathRerank, "/rerank", wire.PathTokenize, wire.PathDetokenize}
+	proxiedPaths = append(slices.Clone(conversationPaths), byLoadPaths...)
+	modelsPaths  = []string{wire.PathModels, "/models"}
+	listPaths    = append(slices.Clone(modelsPaths), pathOllamaTags, pathOllamaPS, pathOllamaVersion)
 )
+
+// listSpec is one list the router answers from the replicas': the path it
+// asks them, and how their answers merge.
+type listSpec struct {
+	upstream string
+	merge    func(lists ...[]byte) ([]byte, error)
+}
+
+// lists maps each of listPaths to its spec.
+var lists = map[string]listSpec{
+	wire.PathModels:   {wire.PathModels, engine.MergeModels},
+	"/models":         {wire.PathModels, engine.MergeModels},
+	pathOllamaTags:    {pathOllamaTags, engine.MergeOllamaModels},
+	pathOllamaPS:      {pathOllamaPS, engine.MergeOllamaModels},
+	pathOllamaVersion: {pathOllamaVersion, engine.MergeOllamaVersion},
+}
 
 func isByLoad(path string) bool { return slices.Contains(byLoadPaths, path) }
 
@@ -80,6 +98,7 @@ const (
 // (the hash of the client's Authorization and X-Api-Key headers: a list
 // fetched with one key is never shown to a client with another).
 type modelsCache struct {
+	spec listSpec
 	mu   sync.Mutex
 	cred [sha256.Size]byte
 	at   time.Time
@@ -87,8 +106,14 @@ type modelsCache struct {
 }
 
 func (r *Router) handleModels() {
-	c := &modelsCache{}
-	for _, p := range modelsPaths {
+	caches := map[string]*modelsCache{}
+	for _, p := range listPaths {
+		spec := lists[p]
+		c := caches[spec.upstream]
+		if c == nil {
+			c = &modelsCache{spec: spec}
+			caches[spec.upstream] = c
+		}
 		r.mux.HandleFunc(p, func(w http.ResponseWriter, req *http.Request) {
 			w.Header().Set("Allow", "GET, HEAD")
 			r.fail(w, &httpError{http.StatusMethodNotAllowed, wire.ErrTypeInvalidRequest, p + " accepts GET only"})
@@ -98,7 +123,9 @@ func (r *Router) handleModels() {
 }
 
 // serveModels answers GET /v1/models (and /models) with the union of the
-// models the healthy replicas list (engine.MergeModels), fetched at once
+// models the healthy replicas list (engine.MergeModels), Ollama's GET
+// /api/tags and /api/ps with the union of theirs (engine.MergeOllamaModels)
+// and GET /api/version with their lowest version; each is fetched at once
 // with the client's credentials and a short timeout, and reused for
 // modelsTTL. A replica that fails or answers something else is left out;
 // when none answers, the client gets the first refusal (a 401 for a wrong
@@ -136,7 +163,7 @@ func (r *Router) serveModels(w http.ResponseWriter, req *http.Request, c *models
 	var wg sync.WaitGroup
 	for i, u := range urls {
 		wg.Go(func() {
-			got[i].status, got[i].body, got[i].err = r.fetchModels(ctx, u, req.Header)
+			got[i].status, got[i].body, got[i].err = r.fetchModels(ctx, u, c.spec.upstream, req.Header)
 		})
 	}
 	wg.Wait()
@@ -158,10 +185,10 @@ func (r *Router) serveModels(w http.ResponseWriter, req *http.Request, c *models
 			writeRaw(w, refusal.status, refusal.body)
 			return
 		}
-		r.fail(w, &httpError{http.StatusServiceUnavailable, wire.ErrTypeUnavailable, "no replica answered GET " + wire.PathModels})
+		r.fail(w, &httpError{http.StatusServiceUnavailable, wire.ErrTypeUnavailable, "no replica answered GET " + c.spec.upstream})
 		return
 	}
-	merged, err := mergeModels(lists, r.log)
+	merged, err := mergeModels(c.spec.merge, lists, r.log)
 	if err != nil {
 		r.fail(w, &httpError{http.StatusBadGateway, wire.ErrTypeServer, err.Error()})
 		return
@@ -174,11 +201,11 @@ func (r *Router) serveModels(w http.ResponseWriter, req *http.Request, c *models
 
 // mergeModels merges the lists that parse, leaving out (and logging) those
 // that do not; an error only when none does.
-func mergeModels(lists [][]byte, log *slog.Logger) ([]byte, error) {
+func mergeModels(merge func(...[]byte) ([]byte, error), lists [][]byte, log *slog.Logger) ([]byte, error) {
 	var ok [][]byte
 	var last error
 	for _, l := range lists {
-		if _, err := engine.MergeModels(l); err != nil {
+		if _, err := merge(l); err != nil {
 			log.Warn("models", slog.String("error", clip(err.Error(), 256)))
 			last = err
 			continue
@@ -188,12 +215,12 @@ func mergeModels(lists [][]byte, log *slog.Logger) ([]byte, error) {
 	if len(ok) == 0 {
 		return nil, fmt.Errorf("no replica answered a valid model list: %v", last)
 	}
-	return engine.MergeModels(ok...)
+	return merge(ok...)
 }
 
 // fetchModels GETs one replica's model list with the client's credentials.
-func (r *Router) fetchModels(ctx context.Context, base string, h http.Header) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+wire.PathModels, nil)
+func (r *Router) fetchModels(ctx context.Context, base, path string, h http.Header) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+path, nil)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -197,9 +197,7 @@ func (r *Router) modifyResponse(resp *http.Response) error {
 	}
 	sse := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
 	f.obs = newObserver(f.wrapStream(resp, body), sse, resp.ContentLength)
-	if f.kind == kindMessages {
-		f.obs.parse = messagesCounts
-	}
+	f.obs.parse = countsParser(f.kind)
 	f.obs.onBreak = func(err error) []byte { return r.broken(f, err) }
 	if resp.StatusCode/100 == 2 {
 		// Release as soon as the replica has finished, before the last bytes

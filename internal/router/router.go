@@ -75,6 +75,7 @@ type Router struct {
 
 	hashers  sync.Pool        // *prefix.Hasher, one per request in flight
 	scraper  *signals.Scraper // the replicas' /metrics; nil when signals.interval is 0
+	health   healthNotes      // what the health checks found wrong with the configuration
 	mu       sync.Mutex       // guards policy settings (admin API)
 	name     string
 	settings policy.Settings
@@ -177,7 +178,7 @@ func New(opts Options) (*Router, error) {
 	r.mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
 		r.fail(w, &httpError{http.StatusNotFound, wire.ErrTypeNotFound,
 			fmt.Sprintf("no route for %s %s; llm-ring routes POST %s, and GET %s", req.Method, clip(req.URL.Path, 128),
-				strings.Join(proxiedPaths, ", "), strings.Join(modelsPaths, ", "))})
+				strings.Join(proxiedPaths, ", "), strings.Join(listPaths, ", "))})
 	})
 	if err := r.newCluster(opts.NodeName); err != nil {
 		return nil, err

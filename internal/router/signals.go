@@ -31,13 +31,23 @@ func (s tableSink) Report(name string, sm signals.Sample, ok bool, at time.Time)
 }
 
 // newScraper returns the scraper of the replicas' /metrics the
-// configuration asks for, or nil (signals.interval 0).
+// configuration asks for, or nil (signals.interval 0, or an engine that
+// publishes no metrics, Ollama, for the set and every static replica).
 func (r *Router) newScraper() (*signals.Scraper, error) {
 	c := r.cfg.Signals
 	if c.Interval <= 0 {
 		return nil, nil
 	}
-	m, err := signals.Preset(c.Engine)
+	name := r.cfg.MetricsPreset("")
+	for _, x := range r.cfg.Discovery.Static {
+		if name == "" {
+			name = r.cfg.MetricsPreset(x.Engine)
+		}
+	}
+	if name == "" {
+		return nil, nil
+	}
+	m, err := signals.Preset(name)
 	if err != nil {
 		return nil, err
 	}
@@ -45,15 +55,25 @@ func (r *Router) newScraper() (*signals.Scraper, error) {
 		tableSink{r.table}, r.reg, r.log)
 }
 
-// scrapeTargets tells the scraper the current replica set.
+// scrapeTargets tells the scraper the current replica set, each replica
+// with its engine's metric names; a replica whose engine publishes none is
+// not scraped (its signals stay unknown).
 func (r *Router) scrapeTargets() {
 	if r.scraper == nil {
 		return
 	}
 	st := r.table.Status()
-	ts := make([]signals.Target, len(st.Replicas))
-	for i, x := range st.Replicas {
-		ts[i] = signals.Target{Name: x.Name, URL: x.URL}
+	ts := make([]signals.Target, 0, len(st.Replicas))
+	for _, x := range st.Replicas {
+		name := r.cfg.MetricsPreset(x.Engine)
+		if name == "" {
+			continue
+		}
+		m, err := signals.Preset(name)
+		if err != nil {
+			continue // the configuration's engines are validated
+		}
+		ts = append(ts, signals.Target{Name: x.Name, URL: x.URL, Mapping: &m})
 	}
 	r.scraper.SetTargets(ts)
 }

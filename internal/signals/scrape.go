@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -19,10 +20,20 @@ import (
 
 // Target is one replica to scrape: its name (the label of its metrics and
 // the name the Sink is told) and its base URL; the scrape URL is the base
-// URL followed by Config.Path.
+// URL followed by Config.Path. Mapping, when set, replaces Config.Mapping
+// for this target (a replica of another engine than the rest).
 type Target struct {
-	Name string
-	URL  string
+	Name    string
+	URL     string
+	Mapping *Mapping
+}
+
+// mapping is the target's mapping: its own, or the Config's.
+func (t Target) mapping(c Config) Mapping {
+	if t.Mapping != nil {
+		return *t.Mapping
+	}
+	return c.Mapping
 }
 
 // Sink receives every scrape's outcome.
@@ -186,7 +197,7 @@ func (s *Scraper) reconcileLocked() {
 		want[t.Name] = t
 	}
 	for name, l := range s.loops {
-		if t, ok := want[name]; !ok || t.URL != l.target.URL {
+		if t, ok := want[name]; !ok || t.URL != l.target.URL || !reflect.DeepEqual(t.Mapping, l.target.Mapping) {
 			l.stop()
 			delete(s.loops, name)
 			s.errors.DeleteLabelValues(name)
@@ -355,7 +366,7 @@ func (l *loop) fetch(ctx context.Context) (Sample, error) {
 		return Sample{}, fmt.Errorf("HTTP %s", resp.Status)
 	}
 	body := &cappedReader{r: resp.Body, left: l.s.cfg.MaxBodyBytes}
-	sample, err := parse(&l.parser, body, l.s.cfg.Mapping)
+	sample, err := parse(&l.parser, body, l.target.mapping(l.s.cfg))
 	if body.over {
 		return Sample{}, fmt.Errorf("%w: more than %d bytes", errTooLarge, l.s.cfg.MaxBodyBytes)
 	}

@@ -1,0 +1,88 @@
+// Package convo is the conversation accumulator: a conversation's messages
+// (roles and texts) in, what routing reads of it out — its size in
+// characters, its prompt blocks, the key of its start, its first user
+// message and its turn. It is the one place where "messages → routing
+// input" is written: the router's OpenAI chat, Anthropic Messages and
+// Ollama paths feed it a request's messages, and a driver that grows a
+// conversation turn by turn (the simulator) can keep one Accumulator per
+// conversation and Add each message as it is sent or answered, because
+// every quantity only grows with the messages.
+//
+// It is pure: no clock, no I/O, no goroutines.
+package convo
+
+import (
+	"strings"
+
+	"github.com/llm-ring/llm-ring/internal/prefix"
+	"github.com/llm-ring/llm-ring/internal/wire"
+)
+
+// Routing is what routing reads of a conversation so far.
+type Routing struct {
+	// Chars is the conversation's size in characters, each message
+	// counted as the router renders it (wire.ChatChars): the token
+	// estimate's input.
+	Chars int
+	// Blocks are the chained hashes of the conversation's full prompt
+	// blocks (prefix.Hasher), nil without a Hasher. They alias the
+	// Hasher's buffer.
+	Blocks []uint64
+	// Key is the key of the conversation's start (wire.PrefixKey): the
+	// conversation key when the client names none.
+	Key string
+	// FirstUser is the first user message ("" before it).
+	FirstUser string
+	// Turn counts the user messages.
+	Turn int
+}
+
+// Accumulator accumulates one conversation's messages. Reset it before
+// use; it is not safe for concurrent use.
+type Accumulator struct {
+	prefixChars int
+	hs          *prefix.Hasher
+	start       strings.Builder // system prompts before the first user message, then its first prefixChars runes
+	chars, turn int
+	firstUser   string
+}
+
+// Reset starts a new conversation whose start keeps the first prefixChars
+// characters of its first user message. hs, when not nil, receives every
+// message in the canonical rendering (prefix.Hasher.WriteMessage); the
+// caller resets it (its block size is its own).
+func (a *Accumulator) Reset(prefixChars int, hs *prefix.Hasher) {
+	*a = Accumulator{prefixChars: prefixChars, hs: hs}
+}
+
+// Add appends one message. System (and developer) messages before the
+// first user message belong to the conversation's start; the first user
+// message's first prefixChars characters end it. Other roles (assistant,
+// tool) only count toward the size and the blocks.
+func (a *Accumulator) Add(role, text string) {
+	a.chars += wire.ChatChars(role, text)
+	if a.hs != nil {
+		a.hs.WriteMessage(role, text)
+	}
+	switch role {
+	case "system", "developer":
+		if a.turn == 0 {
+			wire.ConversationStart(&a.start, role, text, a.prefixChars)
+		}
+	case "user":
+		if a.turn == 0 {
+			wire.ConversationStart(&a.start, role, text, a.prefixChars)
+			a.firstUser = text
+		}
+		a.turn++
+	}
+}
+
+// Routing returns what routing reads of the conversation so far.
+func (a *Accumulator) Routing() Routing {
+	r := Routing{Chars: a.chars, Key: wire.PrefixKey(a.start.String()), FirstUser: a.firstUser, Turn: a.turn}
+	if a.hs != nil {
+		r.Blocks = a.hs.Blocks()
+	}
+	return r
+}

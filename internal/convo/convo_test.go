@@ -1,0 +1,75 @@
+package convo
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/llm-ring/llm-ring/internal/prefix"
+	"github.com/llm-ring/llm-ring/internal/wire"
+)
+
+type msg struct{ role, text string }
+
+func routing(prefixChars, blockChars int, msgs ...msg) Routing {
+	var hs prefix.Hasher
+	hs.Reset(blockChars)
+	var a Accumulator
+	a.Reset(prefixChars, &hs)
+	for _, m := range msgs {
+		a.Add(m.role, m.text)
+	}
+	r := a.Routing()
+	r.Blocks = slices.Clone(r.Blocks)
+	return r
+}
+
+func TestRouting(t *testing.T) {
+	long := strings.Repeat("How do prefix caches work? ", 20)
+	r := routing(16, 64, msg{"system", "Be brief."}, msg{"developer", "No lists."}, msg{"user", long},
+		msg{"assistant", "They keep KV."}, msg{"system", "late system"}, msg{"user", "And eviction?"}, msg{"tool", "{}"})
+	wantStart := "Be brief.\x00No lists.\x00" + long[:16]
+	if r.Key != wire.PrefixKey(wantStart) {
+		t.Errorf("key %s, want the key of %q", r.Key, wantStart)
+	}
+	chars := 0
+	for _, m := range []msg{{"system", "Be brief."}, {"developer", "No lists."}, {"user", long}, {"assistant", "They keep KV."},
+		{"system", "late system"}, {"user", "And eviction?"}, {"tool", "{}"}} {
+		chars += wire.ChatChars(m.role, m.text)
+	}
+	if r.Chars != chars || r.Turn != 2 || r.FirstUser != long || len(r.Blocks) == 0 {
+		t.Errorf("routing %+v: want %d chars, turn 2, the first user message, blocks", r, chars)
+	}
+}
+
+// TestGrowing: a conversation fed turn by turn reads at every step as the
+// same conversation fed at once (a driver keeping one Accumulator per
+// conversation, as the simulator would, gets what the router computes from
+// a request), and later turns keep the start's key.
+func TestGrowing(t *testing.T) {
+	msgs := []msg{{"system", "S"}, {"user", "first question"}, {"assistant", "answer"}, {"user", "second"}, {"assistant", "more"}, {"user", "third"}}
+	var hs prefix.Hasher
+	hs.Reset(8)
+	var a Accumulator
+	a.Reset(4, &hs)
+	for i, m := range msgs {
+		a.Add(m.role, m.text)
+		got, want := a.Routing(), routing(4, 8, msgs[:i+1]...)
+		if got.Chars != want.Chars || got.Key != want.Key || got.Turn != want.Turn || got.FirstUser != want.FirstUser || !slices.Equal(got.Blocks, want.Blocks) {
+			t.Fatalf("after %d messages: %+v, want %+v", i+1, got, want)
+		}
+		if i >= 1 && got.Key != routing(4, 8, msgs[:2]...).Key {
+			t.Errorf("after %d messages the key changed", i+1)
+		}
+	}
+	// Anthropic's shape: a system prompt and messages give the chat's key.
+	if routing(4, 8, msg{"system", "S"}, msg{"user", "first question"}).Key != routing(4, 8, msgs[:2]...).Key {
+		t.Error("same start, different keys")
+	}
+	// No Hasher: no blocks; Reset forgets everything.
+	a.Reset(4, nil)
+	a.Add("user", "hi")
+	if r := a.Routing(); r.Blocks != nil || r.Turn != 1 || r.Key != wire.PrefixKey("hi") {
+		t.Errorf("after Reset: %+v", r)
+	}
+}
