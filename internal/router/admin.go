@@ -52,6 +52,9 @@ func (r *Router) initAdmin() error {
 // (ServeAdmin); the client listener never serves it.
 func (r *Router) AdminHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if r.serveStatus(w, req) { // operator hook (issue 25): the read-only status page, status_page.go
+			return
+		}
 		if !r.authorized(req) {
 			r.log.Warn("admin_unauthorized", slog.String("caller", req.RemoteAddr),
 				slog.String("method", clip(req.Method, 16)), slog.String("path", clip(req.URL.Path, 128)))

@@ -142,6 +142,7 @@ func New(opts Options) (*Router, error) {
 	}
 	r.hashers.New = func() any { return new(prefix.Hasher) }
 	r.metrics = newMetrics(r.reg, r.table, &r.budget)
+	r.status = newStatusBoard(r.reg, r) // operator hook (issue 25): status.go
 	if r.scraper, err = r.newScraper(); err != nil {
 		return nil, err
 	}
