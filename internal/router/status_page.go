@@ -57,8 +57,8 @@ type StatusInfo struct {
 	PlacementEntries int              `json:"placement_entries"`
 	Replicas         []ReplicaInfo    `json:"replicas"`
 	IntervalSeconds  int              `json:"interval_seconds"`
-	History          []StatusInterval `json:"history"` // oldest first
-	Requests         int              `json:"requests"` // recorded since start
+	History          []StatusInterval `json:"history"`   // oldest first
+	Requests         int              `json:"requests"`  // recorded since start
 	Decisions        []DecisionInfo   `json:"decisions"` // newest first
 	Cluster          *cluster.Status  `json:"cluster,omitempty"`
 }
