@@ -62,6 +62,7 @@ type Router struct {
 	Discovery     Discovery `json:"discovery"`
 	// Cluster lets several router instances route as one (gossip).
 	Cluster Cluster `json:"cluster"`
+	Tracing Tracing `json:"tracing" cfg:"optional"` // operator (issue 25): tracing.go
 }
 
 // PrefixIndex sizes the approximate prefix index: per replica, the prompt
@@ -416,6 +417,7 @@ func (c *Router) Validate() error {
 	}
 	c.validateServing(bad)
 	errs = append(errs, c.Cluster.Validate())
+	errs = append(errs, c.Tracing.Validate()) // operator (issue 25)
 	switch c.Discovery.Mode {
 	case "static":
 		if len(c.Discovery.Static) == 0 {

@@ -187,6 +187,9 @@ func New(opts Options) (*Router, error) {
 	if err := r.initAdmin(); err != nil {
 		return nil, err
 	}
+	if err := r.initTracing(); err != nil { // operator hook (issue 25): tracing.go
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -252,6 +255,7 @@ func (r *Router) Serve(ctx context.Context, ln net.Listener, src discovery.Sourc
 	bg, stopBg := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBg()
 	srv := r.newServer(r)
+	defer r.shutdownTracing() // operator hook (issue 25): flush the last spans, tracing.go
 	errc := make(chan error, 4) // one slot per goroutine that reports: none blocks
 	stopCluster := r.runCluster(bg, errc)
 	defer stopCluster() // after the drain below: peers count this instance's requests until they end

@@ -200,4 +200,5 @@ func (c *reportedCollector) Collect(ch chan<- prometheus.Metric) {
 // (finish, after the metrics): c is what the answer reported.
 func (r *Router) onFinish(f *flight, c counts, now time.Time) {
 	r.status.record(f, c, now)
+	r.traceFinish(f, c)
 }
