@@ -26,6 +26,7 @@ import (
 	"github.com/llm-ring/llm-ring/internal/discovery"
 	modelcfg "github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/replica"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/router"
 	"github.com/llm-ring/llm-ring/internal/wire"
 )
@@ -164,7 +165,7 @@ func startScenario(t *testing.T) *scenario {
 	}
 	t.Cleanup(func() { host.Close() })
 	s := &scenario{t: t, client: &http.Client{Timeout: 30 * time.Second}}
-	var rs []discovery.Replica
+	var rs []replicaset.Replica
 	for i := range 2 {
 		name := fmt.Sprint("llm-", i)
 		r, err := host.Add(name, 0)
@@ -180,7 +181,7 @@ func startScenario(t *testing.T) *scenario {
 		go func() { defer close(done); replica.Serve(ctx, ln, r) }()
 		s.stops = append(s.stops, stop)
 		t.Cleanup(func() { stop(); <-done })
-		rs = append(rs, discovery.Replica{Name: name, URL: "http://" + ln.Addr().String()})
+		rs = append(rs, replicaset.Replica{Name: name, URL: "http://" + ln.Addr().String()})
 	}
 	cfg, err := config.Load("../config/router.yaml")
 	if err != nil {

@@ -24,6 +24,9 @@ import (
 // initAdmin builds the admin API's handler and, when admin.listen is set,
 // reads its bearer token from admin.token_file.
 func (r *Router) initAdmin() error {
+	if err := r.initOperator(); err != nil { // operator hook (issue 25): status page and tracing, status.go
+		return err
+	}
 	if r.cfg.Admin.Listen != "" {
 		b, err := os.ReadFile(r.cfg.Admin.TokenFile)
 		if err != nil {

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/llm-ring/llm-ring/internal/config"
-	"github.com/llm-ring/llm-ring/internal/discovery"
 	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/replica"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/wire"
 )
 
@@ -49,7 +49,7 @@ func TestClientGoneCancelsUpstream(t *testing.T) {
 		rep.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	rs := []discovery.Replica{{Name: "llm-0", URL: srv.URL}}
+	rs := []replicaset.Replica{{Name: "llm-0", URL: srv.URL}}
 	h := newHarness(t, "consistent", 0, func(c *config.Router) { c.Discovery.Static = rs })
 	s := serveWith(t, h)
 

@@ -142,7 +142,6 @@ func New(opts Options) (*Router, error) {
 	}
 	r.hashers.New = func() any { return new(prefix.Hasher) }
 	r.metrics = newMetrics(r.reg, r.table, &r.budget)
-	r.status = newStatusBoard(r.reg, r) // operator hook (issue 25): status.go
 	if r.scraper, err = r.newScraper(); err != nil {
 		return nil, err
 	}
@@ -185,9 +184,6 @@ func New(opts Options) (*Router, error) {
 		return nil, err
 	}
 	if err := r.initAdmin(); err != nil {
-		return nil, err
-	}
-	if err := r.initTracing(); err != nil { // operator hook (issue 25): tracing.go
 		return nil, err
 	}
 	return r, nil
@@ -254,8 +250,8 @@ func (r *Router) Serve(ctx context.Context, ln net.Listener, src discovery.Sourc
 	// Discovery and health checks go on while draining.
 	bg, stopBg := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBg()
-	srv := r.newServer(r)
 	defer r.shutdownTracing() // operator hook (issue 25): flush the last spans, tracing.go
+	srv := r.newServer(r)
 	errc := make(chan error, 4) // one slot per goroutine that reports: none blocks
 	stopCluster := r.runCluster(bg, errc)
 	defer stopCluster() // after the drain below: peers count this instance's requests until they end

@@ -196,6 +196,19 @@ func (c *reportedCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// operator is the Router's issue-25 state (embedded in Router).
+type operator struct {
+	status  *statusBoard // the status page's records
+	tracing *tracing     // nil when tracing is off (tracing.go)
+}
+
+// initOperator builds the status board and, when configured, the tracer
+// (called from initAdmin, in New).
+func (r *Router) initOperator() error {
+	r.status = newStatusBoard(r.reg, r)
+	return r.initTracing()
+}
+
 // onFinish is the request path's hook at the end of every routed request
 // (finish, after the metrics): c is what the answer reported.
 func (r *Router) onFinish(f *flight, c counts, now time.Time) {

@@ -18,8 +18,8 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/llm-ring/llm-ring/internal/config"
-	"github.com/llm-ring/llm-ring/internal/discovery"
 	"github.com/llm-ring/llm-ring/internal/replica"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/wire"
 )
 
@@ -172,7 +172,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	}
 	chromiumPath(t)
 	fast := func(o *replica.Options) { o.Clock, o.Speed = nil, 100 }
-	rs := []discovery.Replica{simReplica(t, "llm-0", fast), simReplica(t, "llm-1", fast), simReplica(t, "llm-2", fast)}
+	rs := []replicaset.Replica{simReplica(t, "llm-0", fast), simReplica(t, "llm-1", fast), simReplica(t, "llm-2", fast)}
 	h := newHarness(t, "llm-aware", 0, withAdmin(t, "s3cret"), func(c *config.Router) {
 		c.Discovery.Static = rs
 		c.Signals.Interval = config.Duration(100 * time.Millisecond)

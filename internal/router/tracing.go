@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httputil"
 	"strings"
 	"time"
 
@@ -27,9 +26,11 @@ import (
 // receiver. Off (the default), the hooks below return at their first line
 // and allocate nothing.
 //
-// The hooks in the request path (router.go): startSpan and its end in
-// serveProxied, traceInject in rewrite, traceFinish through onFinish in
-// finish; initTracing in New and shutdownTracing in Serve.
+// The hooks in the request path (router.go): startSpan (and the end it
+// returns) in serveProxied, traceFinish through onFinish in finish,
+// shutdownTracing in Serve; initTracing through initOperator (initAdmin, in
+// New), which wraps the transport to the replicas (tracedTransport) to
+// carry the traceparent.
 
 // tracing is the router's tracer; nil when tracing is off.
 type tracing struct {
@@ -75,6 +76,7 @@ func (r *Router) setTracing(c config.Tracing, instance string, export sdktrace.T
 	tp := sdktrace.NewTracerProvider(export, sdktrace.WithResource(res),
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))))
 	r.tracing = &tracing{provider: tp, tracer: tp.Tracer("github.com/llm-ring/llm-ring/internal/router")}
+	r.base = tracedTransport{next: r.base}
 }
 
 // nodeName is this instance's name for the spans' resource.
@@ -98,27 +100,37 @@ func (r *Router) shutdownTracing() {
 }
 
 // startSpan starts the request's span (a child of the client's
-// traceparent, if any) and returns the context carrying it and the
-// function that ends it.
-func (r *Router) startSpan(ctx context.Context, req *http.Request) (context.Context, func()) {
+// traceparent, if any), sets *ctx to the context carrying it, and returns
+// the function that ends it.
+func (r *Router) startSpan(ctx *context.Context, req *http.Request) func() {
 	t := r.tracing
 	if t == nil {
-		return ctx, noEnd
+		return noEnd
 	}
-	ctx = t.prop.Extract(ctx, propagation.HeaderCarrier(req.Header))
-	ctx, span := t.tracer.Start(ctx, req.Method+" "+req.URL.Path, trace.WithSpanKind(trace.SpanKindServer),
+	c := t.prop.Extract(*ctx, propagation.HeaderCarrier(req.Header))
+	c, span := t.tracer.Start(c, req.Method+" "+req.URL.Path, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String("http.request.method", req.Method), attribute.String("url.path", req.URL.Path)))
-	return ctx, func() { span.End() }
+	*ctx = c
+	return func() { span.End() }
 }
 
-// traceInject sets the outgoing request's traceparent to the span's.
-func (r *Router) traceInject(pr *httputil.ProxyRequest) {
-	if r.tracing == nil {
-		return
+// tracedTransport sends each request to a replica with the traceparent of
+// the span in its context (every attempt of a failover), replacing the
+// client's.
+type tracedTransport struct {
+	next http.RoundTripper
+	prop propagation.TraceContext
+}
+
+func (t tracedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !trace.SpanContextFromContext(req.Context()).IsValid() {
+		return t.next.RoundTrip(req) // health checks, model lists
 	}
-	pr.Out.Header.Del("traceparent")
-	pr.Out.Header.Del("tracestate")
-	r.tracing.prop.Inject(pr.In.Context(), propagation.HeaderCarrier(pr.Out.Header))
+	out := req.Clone(req.Context()) // a RoundTripper must not change its request
+	out.Header.Del("traceparent")
+	out.Header.Del("tracestate")
+	t.prop.Inject(req.Context(), propagation.HeaderCarrier(out.Header))
+	return t.next.RoundTrip(out)
 }
 
 // traceFinish records the decision and the outcome on the span.

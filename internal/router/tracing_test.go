@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,7 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/llm-ring/llm-ring/internal/config"
-	"github.com/llm-ring/llm-ring/internal/discovery"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/wire"
 )
 
@@ -156,13 +155,14 @@ func TestTracingOffAllocs(t *testing.T) {
 	if h.rt.tracing != nil {
 		t.Fatal("tracing on by default")
 	}
+	if _, ok := h.rt.base.(tracedTransport); ok {
+		t.Error("tracing off, yet the transport to the replicas is wrapped")
+	}
 	req := httptest.NewRequest(http.MethodPost, wire.PathChatCompletions, nil)
-	out := req.Clone(context.Background())
-	pr := &httputil.ProxyRequest{In: req, Out: out}
 	f := &flight{ctx: context.Background()}
 	n := testing.AllocsPerRun(100, func() {
-		_, end := h.rt.startSpan(req.Context(), req)
-		h.rt.traceInject(pr)
+		ctx := req.Context()
+		end := h.rt.startSpan(&ctx, req)
 		h.rt.traceFinish(f, counts{})
 		end()
 	})
@@ -207,7 +207,7 @@ func TestTracingConfig(t *testing.T) {
 			t.Errorf("router.yaml + %q: %v, want %q", block, err, want)
 		}
 	}
-	rt, err := New(Options{Config: testConfig(t, "consistent", []discovery.Replica{{Name: "a", URL: "http://127.0.0.1:1"}},
+	rt, err := New(Options{Config: testConfig(t, "consistent", []replicaset.Replica{{Name: "a", URL: "http://127.0.0.1:1"}},
 		func(c *config.Router) { c.Tracing = config.Tracing{Mode: "otlp", Endpoint: "http://127.0.0.1:1"} })})
 	if err != nil || rt.tracing == nil {
 		t.Fatalf("New with tracing: %v", err)
