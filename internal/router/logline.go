@@ -40,6 +40,7 @@ func (r *Router) finish(ctx context.Context, f *flight) {
 	if fb.CacheLost {
 		r.metrics.cacheLost.Inc()
 	}
+	r.onFinish(f, c, now) // operator hook (issue 25): status page, tracing (status.go)
 	level := slog.LevelInfo
 	if f.fail != failNone && f.fail != failClient || f.status >= 500 {
 		level = slog.LevelWarn

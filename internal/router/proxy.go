@@ -78,6 +78,7 @@ func (r *Router) serveProxied(w http.ResponseWriter, req *http.Request) {
 	ctx, cancel := context.WithCancel(req.Context())
 	defer cancel()
 	defer context.AfterFunc(r.flights, cancel)()
+	defer r.startSpan(&ctx, req)() // operator hook (issue 25): the request's span, tracing.go
 	req = req.WithContext(ctx)
 	start := time.Now()
 	body, held, ok := r.readRequestBody(w, req)

@@ -92,6 +92,7 @@ type Router struct {
 	adminToken [sha256.Size]byte // sha256 of the admin bearer token
 	hasToken   bool
 	node       *cluster.Node // the gossip membership; nil when cluster.mode is none
+	operator                 // operator hook (issue 25): status page and tracing, status.go
 
 	urls atomic.Pointer[map[string]*url.URL] // the replicas' parsed URLs, by URL (SetReplicas)
 }

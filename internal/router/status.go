@@ -94,7 +94,7 @@ func (b *statusBoard) record(f *flight, c counts, now time.Time) {
 		at: now, conv: f.in.Hash, path: f.path, replica: f.ticket.Replica.Name, status: f.status,
 		attempts: f.tries, estPrompt: f.ticket.EstPrompt, expectCached: f.ticket.ExpectCached,
 		known: c.known && !c.cachedUnknown, cacheN: c.cacheN, promptN: c.promptN, predictedN: c.predictedN,
-		latency: now.Sub(f.start), errKind: f.errKind, d: f.d,
+		latency: now.Sub(f.start), errKind: f.fail.String(), d: f.d,
 	}
 	if f.obs != nil && !f.obs.first.IsZero() {
 		rec.ttft = f.obs.first.Sub(f.start)

@@ -164,10 +164,10 @@ func (r *Router) traceFinish(f *flight, c counts) {
 		attrs = append(attrs, attribute.Float64("llm_ring.ttft_ms", ms(f.obs.first.Sub(f.start))))
 	}
 	span.SetAttributes(attrs...)
-	if f.errKind != "" {
-		span.SetAttributes(attribute.String("error.type", f.errKind))
+	if f.fail != failNone {
+		span.SetAttributes(attribute.String("error.type", f.fail.String()))
 	}
-	if f.status >= 500 || f.errKind != "" && f.errKind != "client" {
+	if f.status >= 500 || f.fail != failNone && f.fail != failClient {
 		span.SetStatus(codes.Error, clip(f.errMsg, 512))
 	}
 }
