@@ -223,12 +223,7 @@ func gossipAlone(t *testing.T) config.Cluster {
 	if err := os.WriteFile(key, bytes.Repeat([]byte{7}, 32), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := pc.LocalAddr().String()
-	pc.Close()
+	addr := freeUDPAndTCP(t)
 	return config.Cluster{Mode: config.ClusterGossip, Bind: addr,
 		Peers:      config.ClusterPeers{Mode: config.ClusterPeersStatic, Static: []string{addr}},
 		SecretFile: key, SyncInterval: config.Duration(time.Second), FlushInterval: config.Duration(5 * time.Millisecond)}
@@ -327,4 +322,25 @@ func sumOf(f map[string]*dto.MetricFamily, name string) float64 {
 		}
 	}
 	return v
+}
+
+// freeUDPAndTCP returns a loopback address whose port was free for both UDP
+// and TCP a moment ago (memberlist binds both on one port): a UDP port
+// alone is often taken on TCP by another test's connection.
+func freeUDPAndTCP(t *testing.T) string {
+	for i := 0; i < 50; i++ {
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := pc.LocalAddr().String()
+		ln, err := net.Listen("tcp", addr)
+		pc.Close()
+		if err == nil {
+			ln.Close()
+			return addr
+		}
+	}
+	t.Fatal("no loopback port free for both UDP and TCP")
+	return ""
 }
