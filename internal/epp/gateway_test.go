@@ -68,8 +68,13 @@ type harness struct {
 
 func newHarness(t *testing.T, cfg *config.Router, opts Options) *harness {
 	t.Helper()
+	return newHarnessNamed(t, cfg, opts, "")
+}
+
+func newHarnessNamed(t *testing.T, cfg *config.Router, opts Options, node string) *harness {
+	t.Helper()
 	h := &harness{t: t, log: &logBuf{}}
-	rt, err := router.New(router.Options{Config: cfg, Logger: slog.New(slog.NewJSONHandler(h.log, nil))})
+	rt, err := router.New(router.Options{Config: cfg, NodeName: node, Logger: slog.New(slog.NewJSONHandler(h.log, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

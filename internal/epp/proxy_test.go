@@ -43,11 +43,18 @@ func (f *llamaFake) gates(seq string) (arrived, release chan struct{}) {
 }
 
 func (f *llamaFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/health" {
+		w.Write([]byte(`{"status":"ok"}`))
+		return
+	}
 	body, _ := io.ReadAll(r.Body)
 	var req struct {
 		Messages []struct{ Content string } `json:"messages"`
 	}
-	json.Unmarshal(body, &req)
+	if json.Unmarshal(body, &req) != nil || len(req.Messages) == 0 {
+		http.Error(w, "not a chat request", http.StatusNotFound) // the pool's /metrics scrapes
+		return
+	}
 	conv, _, _ := strings.Cut(req.Messages[0].Content, ":")
 	prompt := len(body) / 4
 	f.mu.Lock()
