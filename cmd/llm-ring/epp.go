@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/llm-ring/llm-ring/internal/config"
+	"github.com/llm-ring/llm-ring/internal/discovery"
 	"github.com/llm-ring/llm-ring/internal/epp"
 	"github.com/llm-ring/llm-ring/internal/router"
 )
@@ -25,6 +26,10 @@ func cmdEPP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	grpcAddr := fs.String("grpc-listen", ":9002", "address of the ext_proc and gRPC health services")
 	fallbacks := fs.Int("fallbacks", 2, "endpoints after the pick in x-gateway-destination-endpoint (the policy's failover order)")
+	pool := fs.String("inference-pool", "", "discover replicas from this InferencePool (inference.networking.k8s.io/v1) instead of the configured discovery")
+	poolNS := fs.String("pool-namespace", "", "the InferencePool's namespace (default: the configuration's discovery.kubernetes.namespace)")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig for --inference-pool outside the cluster (default: in-cluster)")
+	eppService := fs.String("epp-service", "", "this EPP's Service name: warn when the pool's endpointPickerRef names another")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -44,7 +49,7 @@ func cmdEPP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	log := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: lv}))
 	klog.SetSlogLogger(log)
-	src, err := discoverySource(cfg, log)
+	src, err := eppSource(cfg, log, *pool, *poolNS, *kubeconfig, *eppService)
 	if err != nil {
 		return err
 	}
@@ -80,4 +85,20 @@ func cmdEPP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		err = rerr
 	}
 	return err
+}
+
+// eppSource is the InferencePool named by --inference-pool, else the
+// configured discovery.
+func eppSource(cfg *config.Router, log *slog.Logger, pool, ns, kubeconfig, service string) (discovery.Source, error) {
+	if pool == "" {
+		return discoverySource(cfg, log)
+	}
+	if ns == "" && cfg.Discovery.Kubernetes != nil {
+		ns = cfg.Discovery.Kubernetes.Namespace
+	}
+	if ns == "" {
+		return nil, usageError{errors.New("--inference-pool needs --pool-namespace")}
+	}
+	return discovery.NewInferencePool(discovery.InferencePoolOptions{Namespace: ns, Pool: pool, Kubeconfig: kubeconfig,
+		EPPService: service, Logger: log})
 }

@@ -212,7 +212,9 @@ func NewInferencePool(opts InferencePoolOptions) (*InferencePoolSource, error) {
 func (s *InferencePoolSource) Run(ctx context.Context, update func([]Replica)) error {
 	ns := s.opts.Namespace
 	poolInf := dynamicinformer.NewFilteredDynamicInformer(s.dyn, InferencePoolGVR, ns, 0, cache.Indexers{},
-		func(o *metav1.ListOptions) { o.FieldSelector = fields.OneTermEqualSelector("metadata.name", s.opts.Pool).String() }).Informer()
+		func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", s.opts.Pool).String()
+		}).Informer()
 	podInf := coreinformers.NewPodInformer(s.kube, ns, 0, cache.Indexers{})
 	changed := make(chan struct{}, 1)
 	signal := func() {
