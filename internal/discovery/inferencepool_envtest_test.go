@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 )
 
 var envState struct {
@@ -211,6 +212,19 @@ func TestInferencePoolEnvtest(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect("pool deleted", rs())
+	// The overlay's own pool is valid under the CRD.
+	data, err := os.ReadFile("../../deploy/k8s/overlays/epp/inferencepool.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlay := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(data, &overlay.Object); err != nil {
+		t.Fatal(err)
+	}
+	overlay.SetNamespace(ns)
+	if _, err := pools.Create(ctx, overlay, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("deploy/k8s/overlays/epp/inferencepool.yaml: %v", err)
+	}
 	cancel()
 	if err := <-errc; err != nil {
 		t.Fatal(err)
