@@ -322,7 +322,7 @@ func (h *harness) inflight() map[string]int64 {
 	return out
 }
 
-func dial(t *testing.T, addr string) *grpc.ClientConn {
+func dial(t testing.TB, addr string) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -330,4 +330,13 @@ func dial(t *testing.T, addr string) *grpc.ClientConn {
 	}
 	t.Cleanup(func() { conn.Close() })
 	return conn
+}
+
+func listen(tb testing.TB) net.Listener {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ln
 }

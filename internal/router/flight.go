@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/llm-ring/llm-ring/internal/policy"
@@ -202,11 +203,13 @@ func (fl *Flight) ResponseBody(p []byte, end bool) {
 		return
 	}
 	if fl.buf == nil {
-		fl.buf = make([]byte, 32<<10)
+		fl.buf = *readBufs.Get().(*[]byte)
 	}
 	fl.src.p = p
 	for len(fl.src.p) > 0 {
-		o.Read(fl.buf)
+		if n, _ := o.Read(fl.buf); n == 0 {
+			break // the observer failed (it read nothing): never spin
+		}
 	}
 	if end {
 		fl.src.eof = true
@@ -230,7 +233,16 @@ func (fl *Flight) Finish(ctx context.Context) {
 		fl.r.finish(ctx, fl.f)
 	}
 	fl.putHasher()
+	if fl.buf != nil {
+		b := fl.buf
+		fl.buf = nil
+		readBufs.Put(&b)
+	}
 }
+
+// readBufs are the buffers Flights read answers through (the observer
+// copies into them).
+var readBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // chunkSource hands the observer the piece of body it was given, and
 // io.EOF once eof is set and nothing is left.
