@@ -11,6 +11,7 @@ import (
 	"time"
 
 	procv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
@@ -263,5 +264,28 @@ func TestHealthServices(t *testing.T) {
 	r, _ := h.s.health.Check(context.Background(), &healthpb.HealthCheckRequest{Service: ServiceExtProc})
 	if r.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Fatalf("after stop: ext_proc %v", r.GetStatus())
+	}
+}
+
+// TestUnsupportedModeAndLimits: a request body mode the EPP cannot pick in
+// (STREAMED: Envoy would want the headers answered before the body) ends
+// the stream with an error naming it; a body over the limit is a 413.
+func TestUnsupportedModeAndLimits(t *testing.T) {
+	h := newHarness(t, testConfig(t, "llm-aware"), Options{MaxBody: 1000})
+	h.rt.SetReplicas(pool(2))
+	st, err := extprocv3.NewExternalProcessorClient(h.conn).Process(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Send(&extprocv3.ProcessingRequest{
+		ProtocolConfig: &extprocv3.ProtocolConfiguration{RequestBodyMode: procv3.ProcessingMode_STREAMED},
+		Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{
+			Headers: hdrs(map[string]string{":method": "POST", ":path": chatPath})}}})
+	if _, err := st.Recv(); err == nil || !strings.Contains(err.Error(), "STREAMED") {
+		t.Fatalf("STREAMED request body: %v, want an error naming the mode", err)
+	}
+	c := h.start(exchange{Path: chatPath, Body: chat("big", 4, false), Pieces: 3})
+	if c.Immediate == nil || c.Immediate.GetStatus().GetCode() != 413 {
+		t.Fatalf("a body over the limit: %v, want 413", c.Immediate)
 	}
 }
