@@ -24,6 +24,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 )
 
 // InferencePoolGVR is the Gateway API Inference Extension's InferencePool
@@ -110,9 +112,9 @@ func ParseInferencePool(obj map[string]any) (InferencePool, error) {
 // after its pod; with several, "<pod>:<port>" (each port is its own
 // endpoint, as the API defines). URLs are http://<pod IP>:<port>. The
 // result is sorted by name and never nil.
-func PoolReplicas(p InferencePool, pods []*corev1.Pod) []Replica {
+func PoolReplicas(p InferencePool, pods []*corev1.Pod) []replicaset.Replica {
 	sel := labels.SelectorFromSet(p.Selector)
-	out := []Replica{}
+	out := []replicaset.Replica{}
 	for _, pod := range pods {
 		if pod == nil || !sel.Matches(labels.Set(pod.Labels)) || !podReady(pod) {
 			continue
@@ -122,11 +124,11 @@ func PoolReplicas(p InferencePool, pods []*corev1.Pod) []Replica {
 			if len(p.TargetPorts) > 1 {
 				name += ":" + strconv.Itoa(int(port))
 			}
-			out = append(out, Replica{Name: name, URL: "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(port)))})
+			out = append(out, replicaset.Replica{Name: name, URL: "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(port)))})
 		}
 	}
-	slices.SortFunc(out, func(a, b Replica) int { return strings.Compare(a.Name, b.Name) })
-	return slices.CompactFunc(out, func(a, b Replica) bool { return a.Name == b.Name })
+	slices.SortFunc(out, func(a, b replicaset.Replica) int { return strings.Compare(a.Name, b.Name) })
+	return slices.CompactFunc(out, func(a, b replicaset.Replica) bool { return a.Name == b.Name })
 }
 
 func podReady(p *corev1.Pod) bool {
@@ -209,7 +211,7 @@ func NewInferencePool(opts InferencePoolOptions) (*InferencePoolSource, error) {
 // set once both caches have synced, then after every change of the set.
 // A pool that is absent or invalid publishes an empty set (logged). Run
 // returns nil when ctx is done.
-func (s *InferencePoolSource) Run(ctx context.Context, update func([]Replica)) error {
+func (s *InferencePoolSource) Run(ctx context.Context, update func([]replicaset.Replica)) error {
 	ns := s.opts.Namespace
 	poolInf := dynamicinformer.NewFilteredDynamicInformer(s.dyn, InferencePoolGVR, ns, 0, cache.Indexers{},
 		func(o *metav1.ListOptions) {
@@ -241,7 +243,7 @@ func (s *InferencePoolSource) Run(ctx context.Context, update func([]Replica)) e
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return nil
 	}
-	var last []Replica
+	var last []replicaset.Replica
 	published := false
 	for {
 		cur := s.compute(poolInf.GetStore(), podInf.GetStore())
@@ -259,7 +261,7 @@ func (s *InferencePoolSource) Run(ctx context.Context, update func([]Replica)) e
 }
 
 // compute reads the pool from its store and the pods from theirs.
-func (s *InferencePoolSource) compute(pools, podStore cache.Store) []Replica {
+func (s *InferencePoolSource) compute(pools, podStore cache.Store) []replicaset.Replica {
 	var obj *unstructured.Unstructured
 	for _, it := range pools.List() {
 		if u, ok := it.(*unstructured.Unstructured); ok && u.GetName() == s.opts.Pool {
@@ -268,12 +270,12 @@ func (s *InferencePoolSource) compute(pools, podStore cache.Store) []Replica {
 	}
 	if obj == nil {
 		s.log.Warn("inferencepool_missing")
-		return []Replica{}
+		return []replicaset.Replica{}
 	}
 	p, err := ParseInferencePool(obj.Object)
 	if err != nil {
 		s.log.Warn("inferencepool_invalid", "err", err)
-		return []Replica{}
+		return []replicaset.Replica{}
 	}
 	if r := p.EndpointPickerRef; r != nil && s.opts.EPPService != "" && (r.Kind != "Service" || r.Name != s.opts.EPPService) {
 		s.log.Warn("inferencepool_other_picker", "endpoint_picker", r.Kind+"/"+r.Name, "this", s.opts.EPPService)

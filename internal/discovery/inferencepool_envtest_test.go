@@ -10,6 +10,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"os"
 	"path/filepath"
 	"slices"
@@ -171,10 +172,10 @@ func TestInferencePoolEnvtest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sets := make(chan []Replica, 16)
+	sets := make(chan []replicaset.Replica, 16)
 	errc := make(chan error, 1)
-	go func() { errc <- src.Run(ctx, func(rs []Replica) { sets <- rs }) }()
-	expect := func(what string, want []Replica) {
+	go func() { errc <- src.Run(ctx, func(rs []replicaset.Replica) { sets <- rs }) }()
+	expect := func(what string, want []replicaset.Replica) {
 		t.Helper()
 		timeout := time.After(30 * time.Second)
 		for {

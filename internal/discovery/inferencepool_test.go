@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"slices"
 	"strings"
 	"testing"
@@ -79,7 +80,7 @@ func TestPoolReplicas(t *testing.T) {
 		name string
 		pool InferencePool
 		pods []*corev1.Pod
-		want []Replica
+		want []replicaset.Replica
 	}{
 		// Ready pods that the selector matches, sorted by name.
 		{"ready pods", one, []*corev1.Pod{pod("b", "10.0.0.2"), pod("a", "10.0.0.1")},

@@ -17,6 +17,7 @@ import (
 
 	"github.com/llm-ring/llm-ring/internal/config"
 	"github.com/llm-ring/llm-ring/internal/discovery"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/router"
 )
 
@@ -43,11 +44,11 @@ func freePort(t *testing.T) int {
 // the first is known to the second, which sends the next turn to where the
 // conversation lives. Both are ready at once: no leader.
 func TestActiveActiveGossip(t *testing.T) {
-	var rs []discovery.Replica
+	var rs []replicaset.Replica
 	for i := range 3 {
 		s := httptest.NewServer(newLlamaFake(false))
 		t.Cleanup(s.Close)
-		rs = append(rs, discovery.Replica{Name: fmt.Sprint("llm-", i), URL: s.URL})
+		rs = append(rs, replicaset.Replica{Name: fmt.Sprint("llm-", i), URL: s.URL})
 	}
 	key := filepath.Join(t.TempDir(), "key")
 	if err := os.WriteFile(key, bytes.Repeat([]byte{7}, 32), 0o600); err != nil {

@@ -54,8 +54,9 @@ type Refusal struct {
 // Admitter is the admission-control hook, asked before every pick; nil
 // admits the request. It must be safe for concurrent use and must not block.
 //
-// Admission control (issue 18's saturation and flow queues) has not landed:
-// with Options.Admit nil, every request is admitted.
+// The admission core (internal/admission: saturation, band and flow queues)
+// is not driven by the proxy yet; until both drivers use it, Options.Admit
+// is nil and every request is admitted (the EPP must decide as the proxy).
 type Admitter interface {
 	Admit(r *Request) *Refusal
 }

@@ -20,7 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/llm-ring/llm-ring/internal/config"
-	"github.com/llm-ring/llm-ring/internal/discovery"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/router"
 )
 
@@ -47,10 +47,10 @@ func testConfig(t testing.TB, pol string, edit ...func(*config.Router)) *config.
 }
 
 // pool is n replicas at 10.0.0.i:8000 (the EPP never calls them).
-func pool(n int) []discovery.Replica {
-	out := make([]discovery.Replica, n)
+func pool(n int) []replicaset.Replica {
+	out := make([]replicaset.Replica, n)
 	for i := range out {
-		out[i] = discovery.Replica{Name: "llm-" + strconv.Itoa(i), URL: "http://10.0.0." + strconv.Itoa(i+1) + ":8000"}
+		out[i] = replicaset.Replica{Name: "llm-" + strconv.Itoa(i), URL: "http://10.0.0." + strconv.Itoa(i+1) + ":8000"}
 	}
 	return out
 }

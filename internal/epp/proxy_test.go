@@ -13,7 +13,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/llm-ring/llm-ring/internal/discovery"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/router"
 )
 
@@ -121,15 +121,15 @@ func TestSameDecisionsAsProxy(t *testing.T) {
 func sameDecisions(t *testing.T, pol string) {
 	const n = 3
 	proxyFakes, eppFakes := make([]*llamaFake, n), make([]*llamaFake, n)
-	var proxySet, eppSet []discovery.Replica
+	var proxySet, eppSet []replicaset.Replica
 	for i := range n {
 		proxyFakes[i], eppFakes[i] = newLlamaFake(true), newLlamaFake(false)
 		ps, es := httptest.NewServer(proxyFakes[i]), httptest.NewServer(eppFakes[i])
 		t.Cleanup(ps.Close)
 		t.Cleanup(es.Close)
 		name := fmt.Sprintf("llm-%d", i)
-		proxySet = append(proxySet, discovery.Replica{Name: name, URL: ps.URL})
-		eppSet = append(eppSet, discovery.Replica{Name: name, URL: es.URL})
+		proxySet = append(proxySet, replicaset.Replica{Name: name, URL: ps.URL})
+		eppSet = append(eppSet, replicaset.Replica{Name: name, URL: es.URL})
 	}
 	var proxyLog logBuf
 	proxy, err := router.New(router.Options{Config: testConfig(t, pol), Logger: slog.New(slog.NewJSONHandler(&proxyLog, nil))})

@@ -226,8 +226,8 @@ func (fl *Flight) Finish(ctx context.Context) {
 		return
 	}
 	fl.end = true
-	if f := fl.f; f.obs == nil && ctx.Err() != nil && f.errKind == "" {
-		f.errKind, f.errMsg, f.status = "client", "client went away before the answer began", 499
+	if f := fl.f; f.obs == nil && ctx.Err() != nil && f.fail == failNone {
+		f.fail, f.errMsg, f.status = failClient, "client went away before the answer began", failures[failClient].status
 	}
 	if fl.f.ticket.Replica.Name != "" {
 		fl.r.finish(ctx, fl.f)

@@ -63,7 +63,8 @@ func (t *Table) Candidates(dst []replicaset.Replica, in Input, tk *Ticket, now i
 		drop(name)
 	}
 	for len(dst) < n && left > 0 {
-		r := t.pol.Pick(req, v).Replica
+		t.pol.Pick(req, v, &t.dec) // the pick's own decision was copied out by Route
+		r := t.dec.Replica
 		dst = append(dst, s.replicas[r])
 		drop(s.names[r])
 	}
