@@ -26,8 +26,9 @@ import (
 // transport. The gateway forwards the request; the driver tells the Flight
 // what it learns of the answer. A Flight is used by one goroutine.
 //
-// It exists until the shared conversation accumulator (internal/convo)
-// lands; the endpoint picker then parses through it as the proxy does.
+// Parsing is the proxy's parseRequest, which reads a conversation through
+// the shared accumulator (internal/convo): the endpoint picker reads
+// requests exactly as the proxy does because it runs the same code.
 type Flight struct {
 	r   *Router
 	f   *flight
