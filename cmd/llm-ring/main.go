@@ -26,6 +26,7 @@ type command struct {
 var commands = []command{
 	{"demo", "run the whole study on simulated replicas and print the comparison", cmdDemo},
 	{"router", "serve the cache-aware router (--config FILE)", cmdRouter},
+	{"epp", "serve the router as a Gateway API endpoint picker (ext_proc gRPC; --config FILE)", cmdEPP},
 	{"replica", "serve a simulated llama.cpp replica", cmdReplica},
 	{"run", "replay traffic through the router under each policy and record every request", cmdRun},
 	{"analyze", "summarise recorded runs: tables and charts", cmdAnalyze},

@@ -1,0 +1,72 @@
+package state
+
+import (
+	"math"
+	"slices"
+
+	"github.com/llm-ring/llm-ring/internal/policy"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
+)
+
+// Candidates returns the policy's failover order after a pick: up to n
+// replicas, each the one the policy picks for in with the ticket's replica,
+// exclude and the earlier candidates excluded, exactly as a failover would
+// route it (Route with exclude) at this moment. Nothing is charged, learnt
+// or announced, and the round-robin sequence does not advance: the endpoint
+// picker hands the list to the gateway as the request's fallbacks, and
+// charges only the replica that serves it. dst is reused.
+func (t *Table) Candidates(dst []replicaset.Replica, in Input, tk *Ticket, now int64, n int, exclude ...string) []replicaset.Replica {
+	dst = dst[:0]
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.snap
+	if n <= 0 || len(s.names) < 2 {
+		return dst
+	}
+	req := &t.req
+	*req = policy.Request{Hash: in.Hash, OutputTokens: min(max(in.MaxTokens, 0), MaxCharge/2), Seq: t.seq, Last: -1,
+		PromptChars: in.Chars, FirstUser: in.FirstUser}
+	q := &t.query
+	*q = Query{Key: in.Hash, Blocks: in.Blocks, Chars: in.Chars}
+	for i, ix := range t.idx {
+		if i > 0 && !t.readsMatch {
+			break
+		}
+		ix.Lookup(q, t, now)
+	}
+	place, known := q.Place, q.Known
+	if known {
+		if i := t.index[place.Replica]; i >= 0 {
+			req.Last, req.CachedTokens = int(i), int(place.Cached)
+			req.CachedAge = now - q.Seen
+			req.SentSince = int64(min(t.routed[place.Replica]-place.Sent, math.MaxInt64))
+		}
+	}
+	req.PromptTokens = min(t.estimate(in, place, known), MaxCharge/2)
+	defer t.clearMatches()
+	v := &t.view
+	*v = policy.View{Names: s.names, Ring: s.ring, Rows: t.rows, Total: t.total, Visited: t.visited, Now: now}
+	if t.peers != nil {
+		v.Rows, v.Total = t.withPeerLoads(q)
+	}
+	v.Exclude = t.excl
+	copy(v.Exclude, t.downBits)
+	left := len(s.names) - t.nDown
+	drop := func(name string) {
+		if i, ok := slices.BinarySearch(s.names, name); ok && v.Exclude[i/64]&(1<<(i%64)) == 0 {
+			v.Exclude[i/64] |= 1 << (i % 64)
+			left--
+		}
+	}
+	drop(tk.Replica.Name)
+	for _, name := range exclude {
+		drop(name)
+	}
+	for len(dst) < n && left > 0 {
+		t.pol.Pick(req, v, &t.dec) // the pick's own decision was copied out by Route
+		r := t.dec.Replica
+		dst = append(dst, s.replicas[r])
+		drop(s.names[r])
+	}
+	return dst
+}
