@@ -30,6 +30,9 @@ type Server struct {
 	stats  Stats
 	spare  []*entry // recycled entries
 	reqs   []*request
+	// pg, when set, is the paged engine (Config.Engine vllm or sglang)
+	// that this server delegates everything to.
+	pg *paged
 }
 
 // slot state
@@ -122,6 +125,9 @@ func (tb *timebase) t(v time.Duration) time.Duration { return tb.t0 + (v-tb.v0)*
 func (tb *timebase) v(t time.Duration) time.Duration { return tb.v0 + (t-tb.t0)/tb.k }
 
 func newServer(cfg Config, index int, clk *timebase) *Server {
+	if cfg.Paged() {
+		return &Server{cfg: cfg, nCtx: cfg.SlotContext(), index: index, clk: clk, pg: newPaged(cfg, index, clk)}
+	}
 	s := &Server{
 		cfg:    cfg,
 		nCtx:   cfg.SlotContext(),
@@ -140,22 +146,22 @@ func newServer(cfg Config, index int, clk *timebase) *Server {
 func (s *Server) Config() Config { return s.cfg }
 
 // busy reports whether a step is in progress.
-func (s *Server) busy() bool { return s.seg.active }
+func (s *Server) busy() bool {
+	if s.pg != nil {
+		return s.pg.seg.active
+	}
+	return s.seg.active
+}
 
 // submit queues a request at work time v (the server has been advanced to
 // v). Events that the submission makes due at v are appended to dst.
 func (s *Server) submit(v time.Duration, rq Request, dst []Event) (ID, []Event, error) {
+	if s.pg != nil {
+		return s.pg.submit(v, rq, dst)
+	}
 	n := len(rq.Tokens)
-	if n == 0 {
-		return 0, dst, ErrEmptyPrompt
-	}
-	if n >= s.nCtx {
-		return 0, dst, &ContextError{NPromptTokens: n, NCtx: s.nCtx}
-	}
-	for i, t := range rq.Tokens {
-		if t < 0 || t >= VocabSize {
-			return 0, dst, &TokenError{Index: i, Token: t}
-		}
+	if err := checkPrompt(rq.Tokens, s.nCtx); err != nil {
+		return 0, dst, err
 	}
 	r := s.newRequest()
 	s.nextID++
@@ -211,6 +217,9 @@ func (s *Server) cut(v time.Duration, dst []Event) []Event {
 // keeping what was processed (as llama.cpp does when a client goes away).
 // It reports whether the request was found.
 func (s *Server) cancel(v time.Duration, id ID, dst []Event) ([]Event, bool) {
+	if s.pg != nil {
+		return s.pg.cancel(v, id, dst)
+	}
 	for i := s.qhead; i < len(s.queue); i++ {
 		if r := s.queue[i]; r.id == id {
 			copy(s.queue[i:], s.queue[i+1:])
@@ -256,6 +265,9 @@ func (s *Server) hasIdleSlot() bool {
 // next returns the work time of the next observable event (or step
 // boundary that the server must process).
 func (s *Server) next() (time.Duration, bool) {
+	if s.pg != nil {
+		return s.pg.next()
+	}
 	g := &s.seg
 	if !g.active {
 		return 0, false
@@ -268,6 +280,9 @@ func (s *Server) next() (time.Duration, bool) {
 
 // advance processes every step boundary at or before work time v.
 func (s *Server) advance(v time.Duration, dst []Event) []Event {
+	if s.pg != nil {
+		return s.pg.advance(v, dst)
+	}
 	for s.seg.active {
 		g := &s.seg
 		if g.nTokEv > 0 && !g.prefill && g.done < g.steps {
@@ -296,6 +311,10 @@ func (s *Server) advance(v time.Duration, dst []Event) []Event {
 // sync applies to the slots the decode steps finished by work time v,
 // without ending the segment (for inspection).
 func (s *Server) sync(v time.Duration) {
+	if s.pg != nil {
+		s.pg.sync(v)
+		return
+	}
 	g := &s.seg
 	if !g.active || g.prefill || g.nTokEv > 0 {
 		return
