@@ -174,3 +174,13 @@ func (c Config) validatePaged(check func(bool, string, ...any)) {
 		"kv pool: %d tokens in blocks of %d cannot hold one request of max_model_len %d (vLLM refuses this)",
 		pool, c.blockSize(), c.SlotContext())
 }
+
+// PoolShape returns the block size and number of blocks of c's paged KV
+// pool (zero for llama.cpp), as vLLM's cache_config_info reports them.
+func PoolShape(c Config) Stats {
+	if !c.Paged() {
+		return Stats{}
+	}
+	bs := c.blockSize()
+	return Stats{BlockSize: bs, NumBlocks: c.kvPoolTokens() / bs}
+}
