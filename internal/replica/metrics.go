@@ -54,12 +54,12 @@ var (
 	descVLLMHits        = prometheus.NewDesc("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.", []string{"model_name"}, nil)
 	descVLLMPreemptions = prometheus.NewDesc("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.", []string{"model_name"}, nil)
 	descVLLMCacheConfig = prometheus.NewDesc("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", []string{"block_size", "num_gpu_blocks", "enable_prefix_caching", "engine"}, nil)
-	descSGRunning   = prometheus.NewDesc("sglang:num_running_reqs", "The number of running requests.", []string{"model_name"}, nil)
-	descSGQueue     = prometheus.NewDesc("sglang:num_queue_reqs", "The number of requests in the waiting queue.", []string{"model_name"}, nil)
-	descSGUsage     = prometheus.NewDesc("sglang:token_usage", "The token usage.", []string{"model_name"}, nil)
-	descSGPrompt    = prometheus.NewDesc("sglang:prompt_tokens_total", "Number of prefill tokens processed.", []string{"model_name"}, nil)
-	descSGGen       = prometheus.NewDesc("sglang:generation_tokens_total", "Number of generation tokens processed.", []string{"model_name"}, nil)
-	descSGCacheHit  = prometheus.NewDesc("sglang:cache_hit_rate", "The prefix cache hit rate.", []string{"model_name"}, nil)
+	descSGRunning       = prometheus.NewDesc("sglang:num_running_reqs", "The number of running requests.", []string{"model_name"}, nil)
+	descSGQueue         = prometheus.NewDesc("sglang:num_queue_reqs", "The number of requests in the waiting queue.", []string{"model_name"}, nil)
+	descSGUsage         = prometheus.NewDesc("sglang:token_usage", "The token usage.", []string{"model_name"}, nil)
+	descSGPrompt        = prometheus.NewDesc("sglang:prompt_tokens_total", "Number of prefill tokens processed.", []string{"model_name"}, nil)
+	descSGGen           = prometheus.NewDesc("sglang:generation_tokens_total", "Number of generation tokens processed.", []string{"model_name"}, nil)
+	descSGCacheHit      = prometheus.NewDesc("sglang:cache_hit_rate", "The prefix cache hit rate.", []string{"model_name"}, nil)
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
