@@ -27,7 +27,7 @@ func pagedCfg() Config {
 func toksFrom(start, n int) []Token {
 	t := make([]Token, n)
 	for i := range t {
-		t[i] = Token(start + i)
+		t[i] = Token((start + i) % VocabSize)
 	}
 	return t
 }
