@@ -53,11 +53,14 @@ type simOptions struct {
 	replicasSet bool              // --replicas was given (else a profile's replica count wins)
 	sweepVals   []string
 	cpuProf     string
+	open        []*openLoop  // --workload(s): open-loop loads (nil: closed loop)
+	openArena   bool         // --workloads: each workload into a folder of its own
+	slo         analysis.SLO // --slo-ttft, --slo-tpot
 }
 
 // simNoSweep lists the flags that cannot be swept: they choose what runs
 // and where it goes, not a setting of the system.
-var simNoSweep = []string{"policies", "profile", "profiles", "arena-focus", "seeds", "seed", "out-dir", "force", "workers", "analyze", "sweep", "config", "cpuprofile"}
+var simNoSweep = []string{"policies", "profile", "profiles", "workload", "workloads", "arena-focus", "seeds", "seed", "out-dir", "force", "workers", "analyze", "sweep", "config", "cpuprofile"}
 
 // cmdSim runs the study in virtual time: the same policies, load
 // accounting, placement memory and replica model as the live path, driven
@@ -84,6 +87,9 @@ func cmdSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		value string
 		dir   string
 		o     *simOptions
+	}
+	if o.open != nil {
+		return simOpen(ctx, o, stdout, stderr)
 	}
 	if o.arena != nil {
 		return simArena(ctx, o, stdout, stderr)
@@ -293,6 +299,7 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 		return nil, usageError{fmt.Errorf("--replica-preset: %w", err)}
 	}
 	simModelFlags(fs, &mcfg)
+	wf := defineWorkloadFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
@@ -329,6 +336,16 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if o.open, err = wf.parse(set); err != nil {
+		return nil, usageError{err}
+	}
+	if o.open != nil {
+		o.openArena = *wf.workloads != ""
+		o.slo = analysis.SLO{TTFTMS: float64(*wf.sloTTFT) / 1e6, TPOTMS: float64(*wf.sloTPOT) / 1e6}
+		if !set["shared-cpu"] {
+			o.shared = false // open loop: replicas of a fleet, each with compute of its own
+		}
+	}
 	if set["replica-preset"] && presetArg(args) != *preset {
 		return nil, usageError{errors.New("--replica-preset: give it once")}
 	}
@@ -527,25 +544,6 @@ func (r *simRouterFlags) apply(set map[string]bool, c *config.Router) {
 	}
 }
 
-// presetArg returns the value of --replica-preset in args (the model flags'
-// defaults come from the preset, so it is read before they are defined), or
-// the CPU preset.
-func presetArg(args []string) string {
-	for i, a := range args {
-		name, v, hasV := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if name != "replica-preset" || !strings.HasPrefix(a, "-") {
-			continue
-		}
-		if hasV {
-			return v
-		}
-		if i+1 < len(args) {
-			return args[i+1]
-		}
-	}
-	return model.PresetCPU
-}
-
 // applySet applies one --set NAME.KEY=VALUE to c. NAME "policy" means every
 // policy of runs (variants count as their base) that has KEY.
 func applySet(c *config.Router, runs []string, kv string) error {
@@ -580,19 +578,4 @@ func applySet(c *config.Router, runs []string, kv string) error {
 		}
 	}
 	return nil
-}
-
-// simModelFlags defines the replica model flags of `llm-ring replica`
-// (modelFlags) on fs, except that the answers' seed is --answer-seed: here
-// --seed is the traffic seed.
-func simModelFlags(fs *flag.FlagSet, cfg *model.Config) {
-	tmp := flag.NewFlagSet("model", flag.ContinueOnError)
-	modelFlags(tmp, cfg)
-	tmp.VisitAll(func(f *flag.Flag) {
-		name := f.Name
-		if name == "seed" {
-			name = "answer-seed"
-		}
-		fs.Var(f.Value, name, "replica: "+f.Usage)
-	})
 }
