@@ -26,7 +26,7 @@ func defineWorkloadFlags(fs *flag.FlagSet) *workloadFlags {
 			", or a JSON file; see profiles/README.md) at --rates, instead of a profile's closed loop"),
 		workloads: fs.String("workloads", "", "the open-loop arena: several workloads (comma-separated, or all), each a scenario "+
 			"folder OUT-DIR/<name>/ with its per-stage table and TTFT p90 / goodput charts against the rate"),
-		rates:   fs.String("rates", "1,2,4,8,16", "with --workload(s): arrival rates per second, one stage each (multi-round: users per second)"),
+		rates:   fs.String("rates", "1,2,4,8,16", "with --workload(s): arrival rates, requests per second, one stage each (multi-round: a new user every `rounds` requests)"),
 		arrival: fs.String("arrival", "poisson", "with --workload(s): poisson or constant inter-arrival gaps"),
 		stage:   fs.Duration("stage-duration", 60*time.Second, "with --workload(s): model time of each rate's stage"),
 		warmup:  fs.Duration("warmup", 10*time.Second, "with --workload(s): model time at the first rate before the stages, left out of every metric"),

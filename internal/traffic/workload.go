@@ -43,7 +43,8 @@ type Workload struct {
 	PromptsPerGroup int `json:"prompts_per_group" cfg:"optional"`
 	SystemTokens    int `json:"system_tokens" cfg:"optional"`
 	QuestionTokens  int `json:"question_tokens" cfg:"optional"`
-	// multi-round: an arrival is a user, who asks Rounds questions of
+	// multi-round: every Rounds-th arrival is a new user (so that a rate is
+	// of requests, as for the other kinds), who asks Rounds questions of
 	// QuestionTokens RoundGapS apart; each round's prompt is the system
 	// prompt, the earlier rounds (question and AnswerTokens of answer) and
 	// the new question.
@@ -124,7 +125,7 @@ func LoadWorkload(nameOrPath string) (Workload, error) {
 // Stages is an open-loop load: a warm-up at the first rate, then one stage
 // per rate, each StageS long.
 type Stages struct {
-	Rates   []float64 // requests (or, multi-round, users) per second
+	Rates   []float64 // requests per second (multi-round: a new user every rounds requests)
 	StageS  float64
 	WarmupS float64
 	Poisson bool // exponential gaps; else constant ones

@@ -33,6 +33,9 @@ func (w *Workload) Requests(arrivals []Arrival, seed int64) []WorkloadRequest {
 	}
 	sysBlocks := blocksOf(w.SystemTokens)
 	for i, a := range arrivals {
+		if w.Kind == KindMultiRound && i%w.Rounds != 0 {
+			continue // a rate is of requests: a new user every Rounds arrivals
+		}
 		switch w.Kind {
 		case KindSharedPrefix:
 			g, q := rng.IntN(w.Groups), rng.IntN(w.PromptsPerGroup)

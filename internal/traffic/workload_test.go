@@ -80,7 +80,7 @@ func TestWorkloadRequestsShareWhatTheyShould(t *testing.T) {
 		}
 	}
 	mr := Workload{Name: "m", Kind: KindMultiRound, SystemTokens: 512, QuestionTokens: 256, AnswerTokens: 256, Rounds: 3, RoundGapS: 1, OutputTokens: 8}
-	reqs = mr.Requests(arr[:2], 1)
+	reqs = mr.Requests(arr[:6], 1) // 6 arrivals: 2 users of 3 rounds
 	if len(reqs) != 6 {
 		t.Fatalf("%d multi-round requests, want 2 users × 3 rounds", len(reqs))
 	}
