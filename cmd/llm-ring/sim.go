@@ -54,6 +54,7 @@ type simOptions struct {
 	sweepVals   []string
 	cpuProf     string
 	open        []*openLoop  // --workload(s): open-loop loads (nil: closed loop)
+	traceIdeal  float64      // --trace: the trace's ideal cached share
 	openArena   bool         // --workloads: each workload into a folder of its own
 	slo         analysis.SLO // --slo-ttft, --slo-tpot
 }
@@ -150,6 +151,11 @@ func cmdSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err := analysis.WriteTable(stdout, s); err != nil {
 			return err
 		}
+		if o.traceIdeal > 0 {
+			if err := writeTraceField(stdout, o); err != nil {
+				return err
+			}
+		}
 		fmt.Fprintf(stdout, "\nruns and analysis in %s (%s, %s, %s)\n", o.outDir,
 			analysis.SummaryMD, analysis.SummaryPNG, analysis.HitRateOverTimePNG)
 		return nil
@@ -215,22 +221,23 @@ func (o *simOptions) specsFor(prof traffic.Profile) []sim.Spec {
 	for _, seed := range o.seeds {
 		for _, pol := range o.policies {
 			out = append(out, sim.Spec{
-				RunID:       fmt.Sprintf("s%d-%s-%s", seed, pol, sim.Mode),
-				Policy:      pol,
-				Seed:        seed,
-				Order:       len(out),
-				Profile:     prof,
-				Replicas:    replicas,
-				Model:       o.model,
-				SharedCPU:   o.shared,
-				Router:      o.router,
-				ScaleAt:     o.scaleAt,
-				LoadDelay:   o.loadDelay,
-				Routers:     o.routers,
-				Gossip:      o.gossip,
-				GossipDelay: o.gossipDelay,
-				GossipBatch: o.gossipBatch,
-				Source:      o.newSource(),
+				RunID:            fmt.Sprintf("s%d-%s-%s", seed, pol, sim.Mode),
+				Policy:           pol,
+				Seed:             seed,
+				Order:            len(out),
+				Profile:          prof,
+				Replicas:         replicas,
+				Model:            o.model,
+				SharedCPU:        o.shared,
+				Router:           o.router,
+				ScaleAt:          o.scaleAt,
+				LoadDelay:        o.loadDelay,
+				Routers:          o.routers,
+				Gossip:           o.gossip,
+				GossipDelay:      o.gossipDelay,
+				GossipBatch:      o.gossipBatch,
+				Source:           o.newSource(),
+				IdealCachedShare: o.traceIdeal,
 			})
 		}
 	}
@@ -407,6 +414,8 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 		if o.profile, o.source, err = sim.TraceRun(filepath.Base(*tracePath), reqs, *traceSpeedup); err != nil {
 			return nil, usageError{fmt.Errorf("--trace: %w", err)}
 		}
+		o.traceIdeal = traffic.IdealCachedShare(reqs)
+		o.slo = analysis.SLO{TTFTMS: float64(*wf.sloTTFT) / 1e6, TPOTMS: float64(*wf.sloTPOT) / 1e6}
 	}
 	// What a profile says about its replicas sets the flags left at their
 	// defaults (as llm-ring run does): its replica count, and a CPU per

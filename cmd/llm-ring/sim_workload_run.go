@@ -111,3 +111,24 @@ func engineName(o *simOptions) string {
 	}
 	return o.model.Engine
 }
+
+// writeTraceField writes a trace replay's field metrics (field_per_run.csv,
+// field.md) and prints each policy's against the trace's ideal cached share.
+func writeTraceField(stdout io.Writer, o *simOptions) error {
+	runs, err := analysis.Load(o.outDir)
+	if err != nil {
+		return err
+	}
+	rows := analysis.RunFields(runs, o.slo)
+	if err := analysis.WriteFile(filepath.Join(o.outDir, analysis.FieldPerRunCSV), func(w io.Writer) error {
+		return analysis.WriteFieldCSV(w, rows)
+	}); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nfield metrics (%s), ideal cached share %.1f %%:\n", analysis.FieldPerRunCSV, 100*o.traceIdeal)
+	for _, r := range rows {
+		fmt.Fprintf(stdout, "  %-24s seed %d: TTFT p50 %.0f ms p90 %.0f ms, E2E p50 %.1f s, cached %.1f %%, goodput %.1f %%\n",
+			r.Policy, r.Seed, r.TTFTP50, r.TTFTP90, r.E2EP50/1000, 100*r.CachedShare, 100*r.GoodShare)
+	}
+	return nil
+}

@@ -42,7 +42,7 @@ func TestSimWorkloadsArena(t *testing.T) {
 	dir := t.TempDir()
 	var stdout bytes.Buffer
 	err := cmdSim(context.Background(), []string{"--engine", "vllm", "--replica-preset", "vllm-l4-qwen0.5b", "--replicas", "2",
-		"--policies", "round-robin,cache-aware", "--workloads", "all", "--rates", "1,4", "--stage-duration", "5s",
+		"--policies", "round-robin,cache-aware", "--workloads", "all", "--rates", "2,4", "--stage-duration", "10s",
 		"--warmup", "1s", "--seeds", "1-2", "--out-dir", dir}, &stdout, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
