@@ -144,21 +144,7 @@ func cmdSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return nil
 	}
 	if o.sweepKey == "" {
-		s, err := analysis.Write(o.outDir, o.outDir, analysis.Options{})
-		if err != nil {
-			return err
-		}
-		if err := analysis.WriteTable(stdout, s); err != nil {
-			return err
-		}
-		if o.traceIdeal > 0 {
-			if err := writeTraceField(stdout, o); err != nil {
-				return err
-			}
-		}
-		fmt.Fprintf(stdout, "\nruns and analysis in %s (%s, %s, %s)\n", o.outDir,
-			analysis.SummaryMD, analysis.SummaryPNG, analysis.HitRateOverTimePNG)
-		return nil
+		return simAnalyzeOne(stdout, o)
 	}
 	var sweep []simrun.SweepPoint
 	for _, pt := range points {
@@ -343,15 +329,8 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if o.open, err = wf.parse(set); err != nil {
-		return nil, usageError{err}
-	}
-	if o.open != nil {
-		o.openArena = *wf.workloads != ""
-		o.slo = analysis.SLO{TTFTMS: float64(*wf.sloTTFT) / 1e6, TPOTMS: float64(*wf.sloTPOT) / 1e6}
-		if !set["shared-cpu"] {
-			o.shared = false // open loop: replicas of a fleet, each with compute of its own
-		}
+	if err := wf.apply(o, set); err != nil {
+		return nil, err
 	}
 	if set["replica-preset"] && presetArg(args) != *preset {
 		return nil, usageError{errors.New("--replica-preset: give it once")}
@@ -406,16 +385,8 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 			return nil, usageError{err}
 		}
 	}
-	if *tracePath != "" {
-		reqs, err := loadTrace(*tracePath)
-		if err != nil {
-			return nil, usageError{fmt.Errorf("--trace: %w", err)}
-		}
-		if o.profile, o.source, err = sim.TraceRun(filepath.Base(*tracePath), reqs, *traceSpeedup); err != nil {
-			return nil, usageError{fmt.Errorf("--trace: %w", err)}
-		}
-		o.traceIdeal = traffic.IdealCachedShare(reqs)
-		o.slo = analysis.SLO{TTFTMS: float64(*wf.sloTTFT) / 1e6, TPOTMS: float64(*wf.sloTPOT) / 1e6}
+	if err := o.replayTrace(*tracePath, *traceSpeedup, wf); err != nil {
+		return nil, err
 	}
 	// What a profile says about its replicas sets the flags left at their
 	// defaults (as llm-ring run does): its replica count, and a CPU per

@@ -4,10 +4,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/llm-ring/llm-ring/internal/analysis"
 	"github.com/llm-ring/llm-ring/internal/sim"
 	"github.com/llm-ring/llm-ring/internal/traffic"
 	"github.com/llm-ring/llm-ring/profiles"
@@ -106,7 +108,7 @@ func (wf *workloadFlags) parse(set map[string]bool) ([]*openLoop, error) {
 	var out []*openLoop
 	seen := map[string]bool{}
 	for _, n := range names {
-		w, err := traffic.LoadWorkload(n)
+		w, err := loadWorkload(n)
 		if err != nil {
 			return nil, fmt.Errorf("--workload: %w", err)
 		}
@@ -117,4 +119,37 @@ func (wf *workloadFlags) parse(set map[string]bool) ([]*openLoop, error) {
 		out = append(out, &openLoop{w: w, stages: st})
 	}
 	return out, nil
+}
+
+// apply reads the workload flags into o (o.open stays nil without
+// --workload or --workloads).
+func (wf *workloadFlags) apply(o *simOptions, set map[string]bool) error {
+	var err error
+	if o.open, err = wf.parse(set); err != nil {
+		return usageError{err}
+	}
+	o.slo = analysis.SLO{TTFTMS: float64(*wf.sloTTFT) / 1e6, TPOTMS: float64(*wf.sloTPOT) / 1e6}
+	if o.open != nil {
+		o.openArena = *wf.workloads != ""
+		if !set["shared-cpu"] {
+			o.shared = false // open loop: replicas of a fleet, each with compute of its own
+		}
+	}
+	return nil
+}
+
+// replayTrace sets o up to replay the trace at path ("": none) open loop.
+func (o *simOptions) replayTrace(path string, speedup float64, wf *workloadFlags) error {
+	if path == "" {
+		return nil
+	}
+	reqs, err := loadTrace(path)
+	if err != nil {
+		return usageError{fmt.Errorf("--trace: %w", err)}
+	}
+	if o.profile, o.source, err = sim.TraceRun(filepath.Base(path), reqs, speedup); err != nil {
+		return usageError{fmt.Errorf("--trace: %w", err)}
+	}
+	o.traceIdeal = traffic.IdealCachedShare(reqs)
+	return nil
 }

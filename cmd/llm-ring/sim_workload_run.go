@@ -132,3 +132,23 @@ func writeTraceField(stdout io.Writer, o *simOptions) error {
 	}
 	return nil
 }
+
+// simAnalyzeOne analyses the runs of one folder (no sweep): the study's
+// table, and a trace replay's field metrics.
+func simAnalyzeOne(stdout io.Writer, o *simOptions) error {
+	s, err := analysis.Write(o.outDir, o.outDir, analysis.Options{})
+	if err != nil {
+		return err
+	}
+	if err := analysis.WriteTable(stdout, s); err != nil {
+		return err
+	}
+	if o.traceIdeal > 0 {
+		if err := writeTraceField(stdout, o); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stdout, "\nruns and analysis in %s (%s, %s, %s)\n", o.outDir,
+		analysis.SummaryMD, analysis.SummaryPNG, analysis.HitRateOverTimePNG)
+	return nil
+}

@@ -96,7 +96,7 @@ func TestSimMooncakeTraceOnPagedEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reqs, err := traffic.LoadTrace(trace)
+	reqs, err := loadTrace(trace)
 	if err != nil {
 		t.Fatal(err)
 	}

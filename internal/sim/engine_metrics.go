@@ -7,7 +7,7 @@ import "fmt"
 // /metrics would report at the end of the run), and the traffic's ideal
 // cached share when known. The llama.cpp runs get nothing new, so the
 // study's records stay as they were.
-func (s *sim) engineMetrics(m map[string]float64) {
+func (s *sim) engineMetrics(m map[string]float64) map[string]float64 {
 	if s.spec.IdealCachedShare > 0 {
 		m["sim_ideal_cached_share"] = s.spec.IdealCachedShare
 	}
@@ -15,7 +15,7 @@ func (s *sim) engineMetrics(m map[string]float64) {
 		m[fmt.Sprintf(`sim_ideal_cached_share{stage="%d"}`, k)] = v
 	}
 	if !s.spec.Model.Paged() {
-		return
+		return m
 	}
 	for _, ref := range s.reps {
 		st := s.groups[ref.group].Server(int(ref.member)).Stats()
@@ -27,4 +27,5 @@ func (s *sim) engineMetrics(m map[string]float64) {
 		m["vllm:num_gpu_blocks"+label] = float64(st.NumBlocks)
 		m["vllm:block_size"+label] = float64(st.BlockSize)
 	}
+	return m
 }

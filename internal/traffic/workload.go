@@ -6,11 +6,10 @@ import (
 	"io/fs"
 	"math"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"strings"
 
-	"github.com/llm-ring/llm-ring/internal/config"
+	"github.com/llm-ring/llm-ring/internal/strict"
 	"github.com/llm-ring/llm-ring/profiles"
 )
 
@@ -92,7 +91,7 @@ func (w *Workload) Validate() error {
 // wrong types are errors naming the key).
 func ParseWorkload(data []byte) (Workload, error) {
 	var w Workload
-	if err := config.Strict(data, &w); err != nil {
+	if err := strict.Decode(data, &w, nil); err != nil {
 		return Workload{}, err
 	}
 	if err := w.Validate(); err != nil {
@@ -101,17 +100,18 @@ func ParseWorkload(data []byte) (Workload, error) {
 	return w, nil
 }
 
-// LoadWorkload reads a workload file, or else an embedded workload by name.
-func LoadWorkload(nameOrPath string) (Workload, error) {
-	data, err := os.ReadFile(nameOrPath)
-	source := nameOrPath
+// LoadWorkload reads the workload file name from fsys (the caller chooses
+// the files, as for LoadProfile), or else an embedded workload by name.
+func LoadWorkload(fsys fs.FS, name string) (Workload, error) {
+	data, err := fs.ReadFile(fsys, name)
+	source := name
 	if errors.Is(err, fs.ErrNotExist) {
 		var ok bool
-		if data, ok = profiles.ReadWorkload(strings.TrimSuffix(nameOrPath, ".json")); !ok {
+		if data, ok = profiles.ReadWorkload(strings.TrimSuffix(name, ".json")); !ok {
 			return Workload{}, fmt.Errorf("workload %q: no such file, and no embedded workload of that name (embedded: %s)",
-				nameOrPath, strings.Join(profiles.WorkloadNames(), ", "))
+				name, strings.Join(profiles.WorkloadNames(), ", "))
 		}
-		source = "embedded workload " + nameOrPath
+		source = "embedded workload " + name
 	} else if err != nil {
 		return Workload{}, fmt.Errorf("workload: %w", err)
 	}

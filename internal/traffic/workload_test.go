@@ -4,6 +4,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/llm-ring/llm-ring/profiles"
 )
@@ -14,11 +15,11 @@ func TestEmbeddedWorkloadsParse(t *testing.T) {
 		t.Fatalf("workloads %v", names)
 	}
 	for _, n := range names {
-		if _, err := LoadWorkload(n); err != nil {
+		if _, err := LoadWorkload(fstest.MapFS{}, n); err != nil {
 			t.Errorf("%s: %v", n, err)
 		}
 	}
-	if _, err := LoadWorkload("nope"); err == nil || !strings.Contains(err.Error(), "embedded: low-sharing") {
+	if _, err := LoadWorkload(fstest.MapFS{}, "nope"); err == nil || !strings.Contains(err.Error(), "embedded: low-sharing") {
 		t.Errorf("unknown workload: %v", err)
 	}
 	_, err := ParseWorkload([]byte(`{"name":"x","kind":"shared-prefix","output_tokens":5,"groups":0}`))
