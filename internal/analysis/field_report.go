@@ -7,6 +7,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -130,13 +131,24 @@ func WriteFieldMD(w io.Writer, title string, means []StageMean, slo SLO) error {
 }
 
 // WriteFieldChart draws one metric of every policy against the rate.
-func WriteFieldChart(w io.Writer, title, ylabel string, means []StageMean, value func(*StageMean) float64) error {
+// A logY chart has a log-scale y axis (values must be positive).
+func WriteFieldChart(w io.Writer, title, ylabel string, means []StageMean, logY bool, value func(*StageMean) float64) error {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = "arrival rate (per second, log scale)"
 	p.Y.Label.Text = ylabel
 	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	var ticks []plot.Tick
+	for _, m := range means {
+		if len(ticks) == 0 || m.Rate > ticks[len(ticks)-1].Value {
+			ticks = append(ticks, plot.Tick{Value: m.Rate, Label: strconv.FormatFloat(m.Rate, 'g', -1, 64)})
+		}
+	}
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
+	if logY {
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	}
 	p.Add(plotter.NewGrid())
 	p.Legend.Top, p.Legend.Left = true, true
 	var pols []string
@@ -148,7 +160,7 @@ func WriteFieldChart(w io.Writer, title, ylabel string, means []StageMean, value
 	for i, pol := range pols {
 		var pts plotter.XYs
 		for j := range means {
-			if m := &means[j]; m.Policy == pol && !math.IsNaN(value(m)) {
+			if m := &means[j]; m.Policy == pol && !math.IsNaN(value(m)) && (!logY || value(m) > 0) {
 				pts = append(pts, plotter.XY{X: m.Rate, Y: value(m)})
 			}
 		}
@@ -189,10 +201,10 @@ func WriteField(resultsDir, outDir, title string, slo SLO) ([]StageMean, error) 
 		{FieldPerRunCSV, func(w io.Writer) error { return WriteFieldCSV(w, RunFields(runs, slo)) }},
 		{FieldMD, func(w io.Writer) error { return WriteFieldMD(w, title, means, slo) }},
 		{FieldTTFTPNG, func(w io.Writer) error {
-			return WriteFieldChart(w, title+": TTFT p90", "TTFT p90 (ms, seed mean)", means, func(m *StageMean) float64 { return m.TTFTP90 })
+			return WriteFieldChart(w, title+": TTFT p90", "TTFT p90 (ms, seed mean, log scale)", means, true, func(m *StageMean) float64 { return m.TTFTP90 })
 		}},
 		{FieldGoodPNG, func(w io.Writer) error {
-			return WriteFieldChart(w, title+": goodput", "requests meeting the SLO (%)", means, func(m *StageMean) float64 { return 100 * m.GoodShare })
+			return WriteFieldChart(w, title+": goodput", "requests meeting the SLO (%, seed mean)", means, false, func(m *StageMean) float64 { return 100 * m.GoodShare })
 		}},
 	}
 	for _, f := range files {
