@@ -39,3 +39,32 @@ func Read(name string) ([]byte, bool) {
 	}
 	return b, true
 }
+
+//go:embed workloads/*.json
+var workloads embed.FS // read-only
+
+// WorkloadNames returns the names of the embedded open-loop workloads
+// (workloads/*.json without ".json"), sorted.
+func WorkloadNames() []string {
+	entries, _ := fs.ReadDir(workloads, "workloads") // cannot fail on an embedded directory
+	var names []string
+	for _, e := range entries {
+		if name, ok := strings.CutSuffix(e.Name(), ".json"); ok {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// ReadWorkload returns the JSON of the embedded workload name, or false.
+func ReadWorkload(name string) ([]byte, bool) {
+	if name == "" || strings.ContainsAny(name, "/\\") {
+		return nil, false
+	}
+	b, err := workloads.ReadFile("workloads/" + name + ".json")
+	if err != nil {
+		return nil, false
+	}
+	return b, true
+}

@@ -33,3 +33,5 @@ func loadProfile(p string) (traffic.Profile, error) { return traffic.LoadProfile
 
 // loadTrace reads --trace.
 func loadTrace(p string) ([]traffic.TraceRequest, error) { return traffic.LoadTrace(hostFile(p)) }
+
+func loadWorkload(p string) (traffic.Workload, error) { return traffic.LoadWorkload(hostFile(p)) }

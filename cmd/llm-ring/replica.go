@@ -26,7 +26,7 @@ func cmdReplica(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	loadDelay := fs.Duration("load-delay", 0, "model time during which the replica answers 503 \"Loading model\"")
 	alias := fs.String("alias", replica.DefaultAlias, "model name reported in answers")
 	quiet := fs.Bool("quiet", false, "do not log one line per request")
-	api := fs.String("api", replica.APILlamaCpp, "engine face: "+strings.Join(replica.APIs, ", ")+" (response shapes, streaming rules, health, /metrics names)")
+	api := fs.String("api", replica.APILlamaCpp, "engine face: "+strings.Join(replica.APIs, ", ")+" (response shapes, streaming rules, health, /metrics names; default: --engine's face for vllm and sglang)")
 	apiKey := fs.String("api-key", "", "require this API key (Authorization: Bearer KEY or X-Api-Key); a comma-separated list for several")
 	cacheReport := fs.Bool("enable-prompt-tokens-details", false, "vllm face: report usage.prompt_tokens_details.cached_tokens (vLLM's flag)")
 	fs.BoolVar(cacheReport, "enable-cache-report", false, "sglang face: report usage.prompt_tokens_details.cached_tokens (SGLang's flag)")
@@ -42,6 +42,11 @@ func cmdReplica(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if err := cfg.Validate(); err != nil {
 		return usageError{err}
+	}
+	apiSet := false
+	fs.Visit(func(f *flag.Flag) { apiSet = apiSet || f.Name == "api" })
+	if !apiSet && cfg.Paged() {
+		*api = cfg.Engine // a paged engine speaks its own face (and /metrics names) unless told otherwise
 	}
 	nameList, addrList := splitList(*names), splitList(*listen)
 	if len(nameList) == 0 || len(nameList) != len(addrList) {
@@ -68,8 +73,7 @@ func cmdReplica(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "replica %s (%s face) listening on http://%s (speed %gx, %d slots of %d tokens, %d MiB RAM cache, shared CPU %v)\n",
-			name, *api, ln.Addr(), *speed, cfg.NParallel, cfg.SlotContext(), cfg.CacheRAMMiB, *shared)
+		fmt.Fprintf(stdout, "replica %s (%s face) listening on http://%s (%s)\n", name, *api, ln.Addr(), describeModel(cfg, *speed, *shared))
 		go func() { errc <- replica.Serve(ctx, ln, r) }()
 	}
 	var errs []error
@@ -101,10 +105,25 @@ func modelFlags(fs *flag.FlagSet, cfg *model.Config) {
 	fs.DurationVar(&cfg.StepOverhead, "step-overhead", cfg.StepOverhead, "fixed cost of one step (one llama_decode), model time")
 	fs.DurationVar(&cfg.TokenCost, "token-cost", cfg.TokenCost, "cost of each token in a step, model time")
 	fs.DurationVar(&cfg.AttnCost, "attn-cost", cfg.AttnCost, "extra cost of a token per position of context before it, model time")
+	fs.StringVar(&cfg.Engine, "engine", cfg.Engine, "engine modelled: "+strings.Join(model.Engines, ", ")+" (empty: llamacpp); vllm and sglang keep a paged KV pool shared by --n-parallel running requests (max_num_seqs), --n-batch tokens per step (max_num_batched_tokens)")
+	fs.IntVar(&cfg.BlockSize, "block-size", cfg.BlockSize, "vllm/sglang: tokens per KV block (0: vLLM's 16, SGLang's 1)")
+	fs.IntVar(&cfg.KVTokens, "kv-tokens", cfg.KVTokens, "KV pool shared by the slots, in tokens (0: none for llamacpp; --ctx-size for vllm/sglang)")
+	fs.StringVar(&cfg.SchedulePolicy, "schedule-policy", cfg.SchedulePolicy, "sglang: fcfs or lpm (longest prefix match first)")
 	fs.IntVar(&cfg.AnswerMin, "answer-min", cfg.AnswerMin, "shortest natural answer, tokens")
 	fs.IntVar(&cfg.AnswerMax, "answer-max", cfg.AnswerMax, "longest natural answer, tokens")
 	fs.Func("seed", fmt.Sprintf("seed of the generated answers (default %d)", cfg.Seed), func(s string) error {
 		_, err := fmt.Sscan(s, &cfg.Seed)
 		return err
 	})
+}
+
+// describeModel is the startup line's summary of the model.
+func describeModel(cfg model.Config, speed float64, shared bool) string {
+	if cfg.Paged() {
+		st := model.PoolShape(cfg)
+		return fmt.Sprintf("%s engine, speed %gx, up to %d sequences of %d tokens, %d KV blocks of %d tokens, %d tokens per step, shared CPU %v",
+			cfg.Engine, speed, cfg.NParallel, cfg.SlotContext(), st.NumBlocks, st.BlockSize, cfg.NBatch, shared)
+	}
+	return fmt.Sprintf("speed %gx, %d slots of %d tokens, %d MiB RAM cache, shared CPU %v",
+		speed, cfg.NParallel, cfg.SlotContext(), cfg.CacheRAMMiB, shared)
 }

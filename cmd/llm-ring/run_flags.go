@@ -48,6 +48,7 @@ type runEmbeddedFlags struct {
 	loadDelay                                          *time.Duration
 	replicaPreset, replicaAPI, routerConfig, routerLog *string
 	sharedCPU                                          *bool
+	engine                                             *string // issue 19 (engine): the replicas' engine model
 }
 
 // runExternalFlags reach a deployed router.
@@ -81,6 +82,7 @@ func (f *runTrafficFlags) register(fs *flag.FlagSet) {
 func (f *runEmbeddedFlags) register(fs *flag.FlagSet) {
 	f.replicas = fs.Int("replicas", 3, "replicas at the start of a run (external mode: checked against the router when set)")
 	f.loadDelay = fs.Duration("load-delay", 20*time.Second, "model time the extra embedded replica takes to load its model")
+	f.engine = fs.String("engine", "", "embedded replicas' engine: "+strings.Join(model.Engines, ", ")+" (default: the preset's)")
 	f.replicaPreset = fs.String("replica-preset", model.PresetCPU, "embedded replicas' model: "+strings.Join(model.PresetNames(), ", ")+" (see internal/model/preset.go)")
 	f.replicaAPI = fs.String("replica-api", replica.APILlamaCpp, "engine face of the embedded replicas: "+strings.Join(replica.APIs, ", ")+" (their answer shapes and /metrics names; the router's signals.engine follows)")
 	f.sharedCPU = fs.Bool("shared-cpu", true, "embedded replicas share one compute budget, as on the seed's laptop")
@@ -228,6 +230,18 @@ func (f *runEmbeddedFlags) apply(spec *experiment.Spec, set map[string]bool, ext
 		}
 		if spec.Model, err = model.Preset(*f.replicaPreset); err != nil {
 			return usageError{fmt.Errorf("--replica-preset: %w", err)}
+		}
+	}
+	if set["engine"] {
+		if external {
+			return usageError{errors.New("--engine applies to embedded replicas, not with --router")}
+		}
+		if spec.Model == (model.Config{}) {
+			spec.Model = model.DefaultConfig()
+		}
+		spec.Model.Engine = *f.engine
+		if err := spec.Model.Validate(); err != nil {
+			return usageError{fmt.Errorf("--engine: %w", err)}
 		}
 	}
 	spec.ReplicaPreset = *f.replicaPreset

@@ -53,11 +53,15 @@ type simOptions struct {
 	replicasSet bool              // --replicas was given (else a profile's replica count wins)
 	sweepVals   []string
 	cpuProf     string
+	open        []*openLoop  // --workload(s): open-loop loads (nil: closed loop)
+	traceIdeal  float64      // --trace: the trace's ideal cached share
+	openArena   bool         // --workloads: each workload into a folder of its own
+	slo         analysis.SLO // --slo-ttft, --slo-tpot
 }
 
 // simNoSweep lists the flags that cannot be swept: they choose what runs
 // and where it goes, not a setting of the system.
-var simNoSweep = []string{"policies", "profile", "profiles", "arena-focus", "seeds", "seed", "out-dir", "force", "workers", "analyze", "sweep", "config", "cpuprofile"}
+var simNoSweep = []string{"policies", "profile", "profiles", "workload", "workloads", "arena-focus", "seeds", "seed", "out-dir", "force", "workers", "analyze", "sweep", "config", "cpuprofile"}
 
 // cmdSim runs the study in virtual time: the same policies, load
 // accounting, placement memory and replica model as the live path, driven
@@ -84,6 +88,9 @@ func cmdSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		value string
 		dir   string
 		o     *simOptions
+	}
+	if o.open != nil {
+		return simOpen(ctx, o, stdout, stderr)
 	}
 	if o.arena != nil {
 		return simArena(ctx, o, stdout, stderr)
@@ -137,16 +144,7 @@ func cmdSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return nil
 	}
 	if o.sweepKey == "" {
-		s, err := analysis.Write(o.outDir, o.outDir, analysis.Options{})
-		if err != nil {
-			return err
-		}
-		if err := analysis.WriteTable(stdout, s); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "\nruns and analysis in %s (%s, %s, %s)\n", o.outDir,
-			analysis.SummaryMD, analysis.SummaryPNG, analysis.HitRateOverTimePNG)
-		return nil
+		return simAnalyzeOne(stdout, o)
 	}
 	var sweep []simrun.SweepPoint
 	for _, pt := range points {
@@ -209,22 +207,23 @@ func (o *simOptions) specsFor(prof traffic.Profile) []sim.Spec {
 	for _, seed := range o.seeds {
 		for _, pol := range o.policies {
 			out = append(out, sim.Spec{
-				RunID:       fmt.Sprintf("s%d-%s-%s", seed, pol, sim.Mode),
-				Policy:      pol,
-				Seed:        seed,
-				Order:       len(out),
-				Profile:     prof,
-				Replicas:    replicas,
-				Model:       o.model,
-				SharedCPU:   o.shared,
-				Router:      o.router,
-				ScaleAt:     o.scaleAt,
-				LoadDelay:   o.loadDelay,
-				Routers:     o.routers,
-				Gossip:      o.gossip,
-				GossipDelay: o.gossipDelay,
-				GossipBatch: o.gossipBatch,
-				Source:      o.newSource(),
+				RunID:            fmt.Sprintf("s%d-%s-%s", seed, pol, sim.Mode),
+				Policy:           pol,
+				Seed:             seed,
+				Order:            len(out),
+				Profile:          prof,
+				Replicas:         replicas,
+				Model:            o.model,
+				SharedCPU:        o.shared,
+				Router:           o.router,
+				ScaleAt:          o.scaleAt,
+				LoadDelay:        o.loadDelay,
+				Routers:          o.routers,
+				Gossip:           o.gossip,
+				GossipDelay:      o.gossipDelay,
+				GossipBatch:      o.gossipBatch,
+				Source:           o.newSource(),
+				IdealCachedShare: o.traceIdeal,
 			})
 		}
 	}
@@ -293,6 +292,7 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 		return nil, usageError{fmt.Errorf("--replica-preset: %w", err)}
 	}
 	simModelFlags(fs, &mcfg)
+	wf := defineWorkloadFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
@@ -329,6 +329,9 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := wf.apply(o, set); err != nil {
+		return nil, err
+	}
 	if set["replica-preset"] && presetArg(args) != *preset {
 		return nil, usageError{errors.New("--replica-preset: give it once")}
 	}
@@ -382,14 +385,8 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 			return nil, usageError{err}
 		}
 	}
-	if *tracePath != "" {
-		reqs, err := loadTrace(*tracePath)
-		if err != nil {
-			return nil, usageError{fmt.Errorf("--trace: %w", err)}
-		}
-		if o.profile, o.source, err = sim.TraceRun(filepath.Base(*tracePath), reqs, *traceSpeedup); err != nil {
-			return nil, usageError{fmt.Errorf("--trace: %w", err)}
-		}
+	if err := o.replayTrace(*tracePath, *traceSpeedup, wf); err != nil {
+		return nil, err
 	}
 	// What a profile says about its replicas sets the flags left at their
 	// defaults (as llm-ring run does): its replica count, and a CPU per
@@ -527,25 +524,6 @@ func (r *simRouterFlags) apply(set map[string]bool, c *config.Router) {
 	}
 }
 
-// presetArg returns the value of --replica-preset in args (the model flags'
-// defaults come from the preset, so it is read before they are defined), or
-// the CPU preset.
-func presetArg(args []string) string {
-	for i, a := range args {
-		name, v, hasV := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if name != "replica-preset" || !strings.HasPrefix(a, "-") {
-			continue
-		}
-		if hasV {
-			return v
-		}
-		if i+1 < len(args) {
-			return args[i+1]
-		}
-	}
-	return model.PresetCPU
-}
-
 // applySet applies one --set NAME.KEY=VALUE to c. NAME "policy" means every
 // policy of runs (variants count as their base) that has KEY.
 func applySet(c *config.Router, runs []string, kv string) error {
@@ -580,19 +558,4 @@ func applySet(c *config.Router, runs []string, kv string) error {
 		}
 	}
 	return nil
-}
-
-// simModelFlags defines the replica model flags of `llm-ring replica`
-// (modelFlags) on fs, except that the answers' seed is --answer-seed: here
-// --seed is the traffic seed.
-func simModelFlags(fs *flag.FlagSet, cfg *model.Config) {
-	tmp := flag.NewFlagSet("model", flag.ContinueOnError)
-	modelFlags(tmp, cfg)
-	tmp.VisitAll(func(f *flag.Flag) {
-		name := f.Name
-		if name == "seed" {
-			name = "answer-seed"
-		}
-		fs.Var(f.Value, name, "replica: "+f.Usage)
-	})
 }

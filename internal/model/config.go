@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -66,6 +67,43 @@ type Config struct {
 	// It must hold at least one slot's context, as vLLM requires the
 	// maximum model length to fit in its KV cache.
 	KVTokens int
+
+	// Engine is the engine modelled: "" or EngineLlamaCpp (slots, the
+	// model above), EngineVLLM or EngineSGLang (a paged KV pool of
+	// KVTokens tokens, or CtxSize if 0, shared by up to NParallel running
+	// requests — max_num_seqs — with NBatch as max_num_batched_tokens and
+	// SlotContext as max_model_len; CacheRAMMiB is not used). See
+	// docs/engines.md.
+	Engine string
+	// BlockSize is the paged pool's block size in tokens (vLLM
+	// --block-size, default 16; SGLang --page-size, default 1); 0: the
+	// engine's default.
+	BlockSize int
+	// SchedulePolicy is SGLang's --schedule-policy: PolicyFCFS (the
+	// default, "") or PolicyLPM.
+	SchedulePolicy string
+}
+
+// Paged reports whether c is a paged engine (vllm or sglang).
+func (c Config) Paged() bool { return c.Engine == EngineVLLM || c.Engine == EngineSGLang }
+
+// blockSize is the paged pool's block size.
+func (c Config) blockSize() int {
+	switch {
+	case c.BlockSize > 0:
+		return c.BlockSize
+	case c.Engine == EngineSGLang:
+		return 1
+	}
+	return 16
+}
+
+// kvPoolTokens is the paged pool's size in tokens.
+func (c Config) kvPoolTokens() int {
+	if c.KVTokens > 0 {
+		return c.KVTokens
+	}
+	return c.CtxSize
 }
 
 // DefaultConfig is the server of the original study: Qwen2.5-0.5B on a
@@ -118,5 +156,31 @@ func (c Config) Validate() error {
 		"kv_tokens: %d cannot hold one slot's context of %d tokens (vLLM refuses a maximum model length beyond its KV cache)",
 		c.KVTokens, c.CtxSize/max(c.NParallel, 1))
 	check(c.KVTokens >= 0, "kv_tokens: must not be negative, got %d", c.KVTokens)
+	c.validatePaged(check)
 	return errors.Join(errs...)
+}
+
+func (c Config) validatePaged(check func(bool, string, ...any)) {
+	check(c.Engine == "" || c.Engine == EngineLlamaCpp || c.Paged(),
+		"engine: %q is not one of %s", c.Engine, strings.Join(Engines, ", "))
+	check(c.BlockSize >= 0 && c.BlockSize <= 1024, "block_size: must be in [0, 1024], got %d", c.BlockSize)
+	check(c.SchedulePolicy == "" || c.SchedulePolicy == PolicyFCFS || (c.SchedulePolicy == PolicyLPM && c.Engine == EngineSGLang),
+		"schedule_policy: %q is not fcfs, or lpm with engine sglang", c.SchedulePolicy)
+	if !c.Paged() || c.NParallel < 1 {
+		return
+	}
+	pool := c.kvPoolTokens() / c.blockSize() * c.blockSize()
+	check(pool >= c.SlotContext(),
+		"kv pool: %d tokens in blocks of %d cannot hold one request of max_model_len %d (vLLM refuses this)",
+		pool, c.blockSize(), c.SlotContext())
+}
+
+// PoolShape returns the block size and number of blocks of c's paged KV
+// pool (zero for llama.cpp), as vLLM's cache_config_info reports them.
+func PoolShape(c Config) Stats {
+	if !c.Paged() {
+		return Stats{}
+	}
+	bs := c.blockSize()
+	return Stats{BlockSize: bs, NumBlocks: c.kvPoolTokens() / bs}
 }

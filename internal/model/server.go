@@ -30,6 +30,9 @@ type Server struct {
 	stats  Stats
 	spare  []*entry // recycled entries
 	reqs   []*request
+	// pg, when set, is the paged engine (Config.Engine vllm or sglang)
+	// that this server delegates everything to.
+	pg *paged
 }
 
 // slot state
@@ -122,6 +125,9 @@ func (tb *timebase) t(v time.Duration) time.Duration { return tb.t0 + (v-tb.v0)*
 func (tb *timebase) v(t time.Duration) time.Duration { return tb.v0 + (t-tb.t0)/tb.k }
 
 func newServer(cfg Config, index int, clk *timebase) *Server {
+	if cfg.Paged() {
+		return &Server{cfg: cfg, nCtx: cfg.SlotContext(), index: index, clk: clk, pg: newPaged(cfg, index, clk)}
+	}
 	s := &Server{
 		cfg:    cfg,
 		nCtx:   cfg.SlotContext(),
@@ -140,22 +146,22 @@ func newServer(cfg Config, index int, clk *timebase) *Server {
 func (s *Server) Config() Config { return s.cfg }
 
 // busy reports whether a step is in progress.
-func (s *Server) busy() bool { return s.seg.active }
+func (s *Server) busy() bool {
+	if s.pg != nil {
+		return s.pg.seg.active
+	}
+	return s.seg.active
+}
 
 // submit queues a request at work time v (the server has been advanced to
 // v). Events that the submission makes due at v are appended to dst.
 func (s *Server) submit(v time.Duration, rq Request, dst []Event) (ID, []Event, error) {
+	if s.pg != nil {
+		return s.pg.submit(v, rq, dst)
+	}
 	n := len(rq.Tokens)
-	if n == 0 {
-		return 0, dst, ErrEmptyPrompt
-	}
-	if n >= s.nCtx {
-		return 0, dst, &ContextError{NPromptTokens: n, NCtx: s.nCtx}
-	}
-	for i, t := range rq.Tokens {
-		if t < 0 || t >= VocabSize {
-			return 0, dst, &TokenError{Index: i, Token: t}
-		}
+	if err := checkPrompt(rq.Tokens, s.nCtx); err != nil {
+		return 0, dst, err
 	}
 	r := s.newRequest()
 	s.nextID++
@@ -211,6 +217,9 @@ func (s *Server) cut(v time.Duration, dst []Event) []Event {
 // keeping what was processed (as llama.cpp does when a client goes away).
 // It reports whether the request was found.
 func (s *Server) cancel(v time.Duration, id ID, dst []Event) ([]Event, bool) {
+	if s.pg != nil {
+		return s.pg.cancel(v, id, dst)
+	}
 	for i := s.qhead; i < len(s.queue); i++ {
 		if r := s.queue[i]; r.id == id {
 			copy(s.queue[i:], s.queue[i+1:])
@@ -256,6 +265,9 @@ func (s *Server) hasIdleSlot() bool {
 // next returns the work time of the next observable event (or step
 // boundary that the server must process).
 func (s *Server) next() (time.Duration, bool) {
+	if s.pg != nil {
+		return s.pg.next()
+	}
 	g := &s.seg
 	if !g.active {
 		return 0, false
@@ -268,6 +280,9 @@ func (s *Server) next() (time.Duration, bool) {
 
 // advance processes every step boundary at or before work time v.
 func (s *Server) advance(v time.Duration, dst []Event) []Event {
+	if s.pg != nil {
+		return s.pg.advance(v, dst)
+	}
 	for s.seg.active {
 		g := &s.seg
 		if g.nTokEv > 0 && !g.prefill && g.done < g.steps {
@@ -296,6 +311,10 @@ func (s *Server) advance(v time.Duration, dst []Event) []Event {
 // sync applies to the slots the decode steps finished by work time v,
 // without ending the segment (for inspection).
 func (s *Server) sync(v time.Duration) {
+	if s.pg != nil {
+		s.pg.sync(v)
+		return
+	}
 	g := &s.seg
 	if !g.active || g.prefill || g.nTokEv > 0 {
 		return
@@ -711,68 +730,6 @@ func (s *Server) best(r *request, lru int) (target, keep, from int) {
 
 func candidate(q *seq, blocks []uint64, d int) bool {
 	return d == 0 || (len(q.blocks) >= d && q.blocks[d-1] == blocks[d-1])
-}
-
-// save copies q into the RAM cache as its most recent entry, dropping
-// entries that are prefixes of q and evicting the least recently used ones
-// to make room.
-func (s *Server) save(q *seq) {
-	size := int64(len(q.toks)) * int64(s.cfg.BytesPerToken)
-	if size == 0 || size > s.limitB {
-		return
-	}
-	for i := 0; i < len(s.cache); i++ {
-		e := s.cache[i]
-		switch {
-		case isPrefix(q, &e.seq):
-			// q is already cached (as e or a prefix of e): refresh e.
-			copy(s.cache[i:], s.cache[i+1:])
-			s.cache[len(s.cache)-1] = e
-			return
-		case isPrefix(&e.seq, q):
-			s.dropEntry(i)
-			s.recycle(e)
-			i--
-		}
-	}
-	for s.cacheB+size > s.limitB {
-		e := s.cache[0]
-		s.dropEntry(0)
-		s.recycle(e)
-		s.stats.CacheEvictions++
-	}
-	e := s.newEntry()
-	e.toks = append(e.toks[:0], q.toks...)
-	e.blocks = append(e.blocks[:0], q.blocks...)
-	e.bytes = size
-	s.cache = append(s.cache, e)
-	s.cacheB += size
-	s.idx.add(e.blocks)
-	s.stats.CacheSaves++
-}
-
-// dropEntry removes cache entry i from the cache and the index.
-func (s *Server) dropEntry(i int) {
-	e := s.cache[i]
-	s.idx.remove(e.blocks)
-	s.cacheB -= e.bytes
-	copy(s.cache[i:], s.cache[i+1:])
-	s.cache[len(s.cache)-1] = nil
-	s.cache = s.cache[:len(s.cache)-1]
-}
-
-func (s *Server) newEntry() *entry {
-	if n := len(s.spare); n > 0 {
-		e := s.spare[n-1]
-		s.spare = s.spare[:n-1]
-		return e
-	}
-	return &entry{}
-}
-
-func (s *Server) recycle(e *entry) {
-	e.toks, e.blocks, e.bytes = e.toks[:0], e.blocks[:0], 0
-	s.spare = append(s.spare, e)
 }
 
 // endOf is the end offset in o.Text of its first n tokens.

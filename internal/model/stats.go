@@ -24,10 +24,25 @@ type Stats struct {
 	CacheEntries int     // RAM prompt cache entries
 	CacheTokens  int     // tokens held by them
 	CacheBytes   int64   // their size
+
+	// Paged engines (Config.Engine vllm or sglang) only; for them KVUsage
+	// is vLLM's kv_cache_usage_perc (blocks held by requests / NumBlocks),
+	// KVTokens those blocks in tokens, CacheEvictions the cached blocks
+	// evicted, and CacheN the prompt tokens found cached at admission.
+	BlockSize     int   // tokens per block (vllm:cache_config_info block_size)
+	NumBlocks     int   // blocks in the pool (vllm:cache_config_info num_gpu_blocks)
+	FreeBlocks    int   // blocks not held by a request (cached or empty)
+	CachedBlocks  int   // blocks findable by hash
+	PrefixQueries int64 // tokens looked up at admissions (vllm:prefix_cache_queries)
+	PrefixHits    int64 // of those, found cached (vllm:prefix_cache_hits)
+	Preemptions   int64 // running requests preempted (vllm:num_preemptions)
 }
 
 // Stats returns the server's statistics.
 func (s *Server) Stats() Stats {
+	if s.pg != nil {
+		return s.pg.statsNow()
+	}
 	st := s.stats
 	st.Deferred = len(s.queue) - s.qhead
 	for i := range s.slots {
@@ -62,6 +77,9 @@ type SlotInfo struct {
 
 // Slots describes the slots.
 func (s *Server) Slots() []SlotInfo {
+	if s.pg != nil {
+		return s.pg.slots()
+	}
 	out := make([]SlotInfo, len(s.slots))
 	for i := range s.slots {
 		sl := &s.slots[i]
@@ -86,6 +104,9 @@ func (s *Server) Slots() []SlotInfo {
 // if it were given a slot now, before the one-token minimum). It does not
 // change the server.
 func (s *Server) CachedPrefix(toks []Token) int {
+	if s.pg != nil {
+		return s.pg.cachedPrefix(toks)
+	}
 	blocks := chainHashes(nil, toks)
 	best := 0
 	for i := range s.slots {

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/llm-ring/llm-ring/internal/model"
@@ -45,12 +46,20 @@ var (
 	descVLLMKV      = prometheus.NewDesc("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", []string{"model_name"}, nil)
 	descVLLMPrompt  = prometheus.NewDesc("vllm:prompt_tokens_total", "Number of prefill tokens processed.", []string{"model_name"}, nil)
 	descVLLMGen     = prometheus.NewDesc("vllm:generation_tokens_total", "Number of generation tokens processed.", []string{"model_name"}, nil)
-	descSGRunning   = prometheus.NewDesc("sglang:num_running_reqs", "The number of running requests.", []string{"model_name"}, nil)
-	descSGQueue     = prometheus.NewDesc("sglang:num_queue_reqs", "The number of requests in the waiting queue.", []string{"model_name"}, nil)
-	descSGUsage     = prometheus.NewDesc("sglang:token_usage", "The token usage.", []string{"model_name"}, nil)
-	descSGPrompt    = prometheus.NewDesc("sglang:prompt_tokens_total", "Number of prefill tokens processed.", []string{"model_name"}, nil)
-	descSGGen       = prometheus.NewDesc("sglang:generation_tokens_total", "Number of generation tokens processed.", []string{"model_name"}, nil)
-	descSGCacheHit  = prometheus.NewDesc("sglang:cache_hit_rate", "The prefix cache hit rate.", []string{"model_name"}, nil)
+	// The paged engine's own (Config.Engine vllm or sglang), vLLM's names
+	// (vllm/v1/metrics/loggers.py): token counters of prefix-cache
+	// lookups at admission and their hits, preemptions, and the cache
+	// configuration as an info gauge.
+	descVLLMQueries     = prometheus.NewDesc("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.", []string{"model_name"}, nil)
+	descVLLMHits        = prometheus.NewDesc("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.", []string{"model_name"}, nil)
+	descVLLMPreemptions = prometheus.NewDesc("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.", []string{"model_name"}, nil)
+	descVLLMCacheConfig = prometheus.NewDesc("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", []string{"block_size", "num_gpu_blocks", "enable_prefix_caching", "engine"}, nil)
+	descSGRunning       = prometheus.NewDesc("sglang:num_running_reqs", "The number of running requests.", []string{"model_name"}, nil)
+	descSGQueue         = prometheus.NewDesc("sglang:num_queue_reqs", "The number of requests in the waiting queue.", []string{"model_name"}, nil)
+	descSGUsage         = prometheus.NewDesc("sglang:token_usage", "The token usage.", []string{"model_name"}, nil)
+	descSGPrompt        = prometheus.NewDesc("sglang:prompt_tokens_total", "Number of prefill tokens processed.", []string{"model_name"}, nil)
+	descSGGen           = prometheus.NewDesc("sglang:generation_tokens_total", "Number of generation tokens processed.", []string{"model_name"}, nil)
+	descSGCacheHit      = prometheus.NewDesc("sglang:cache_hit_rate", "The prefix cache hit rate.", []string{"model_name"}, nil)
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
@@ -58,6 +67,9 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	switch c.r.h.api {
 	case APIVLLM:
 		descs = []*prometheus.Desc{descVLLMRunning, descVLLMWaiting, descVLLMKV, descVLLMPrompt, descVLLMGen}
+		if c.r.h.modelConfig.Paged() {
+			descs = append(descs, descVLLMQueries, descVLLMHits, descVLLMPreemptions, descVLLMCacheConfig)
+		}
 	case APISGLang:
 		descs = []*prometheus.Desc{descSGRunning, descSGQueue, descSGUsage, descSGPrompt, descSGGen, descSGCacheHit}
 	}
@@ -82,6 +94,13 @@ func (c *collector) collectEngine(ch chan<- prometheus.Metric, st model.Stats) b
 		g(descVLLMKV, st.KVUsage)
 		k(descVLLMPrompt, float64(st.PromptTokens))
 		k(descVLLMGen, float64(st.PredictedTokens))
+		if c.r.h.modelConfig.Paged() {
+			k(descVLLMQueries, float64(st.PrefixQueries))
+			k(descVLLMHits, float64(st.PrefixHits))
+			k(descVLLMPreemptions, float64(st.Preemptions))
+			ch <- prometheus.MustNewConstMetric(descVLLMCacheConfig, prometheus.GaugeValue, 1,
+				strconv.Itoa(st.BlockSize), strconv.Itoa(st.NumBlocks), "True", "0")
+		}
 	case APISGLang:
 		g(descSGRunning, float64(st.Processing))
 		g(descSGQueue, float64(st.Deferred))

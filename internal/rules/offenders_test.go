@@ -9,14 +9,14 @@ package rules
 const offenders = `
 # house: none left
 # engine
-cmd/llm-ring/sim.go cmdSim 104
-cmd/llm-ring/sim.go parseSimFlags 236
+cmd/llm-ring/sim.go cmdSim 98
+cmd/llm-ring/sim.go parseSimFlags 234
 internal/analysis/arena.go 607
 internal/analysis/arena_charts.go paretoPlot 96
 internal/analysis/charts.go barPanel 86
 internal/analysis/metrics.go ComputeMetrics 98
 internal/analysis/summary.go Summarize 83
-internal/model/server.go 785
+internal/model/server.go 742
 internal/replica/api.go Replica.rerank 86
 internal/replica/completions.go Replica.chat 99
 internal/replica/completions.go Replica.oaiCompletion 82

@@ -672,5 +672,5 @@ func (s *sim) metrics() map[string]float64 {
 	m["sim_ram_cache_evictions_total"] = float64(evictions)
 	m["sim_ram_cache_saves_total"] = float64(saves)
 	m["sim_ram_cache_loads_total"] = float64(loads)
-	return m
+	return s.engineMetrics(m)
 }

@@ -63,6 +63,13 @@ type Spec struct {
 	// hand-made conversations). Profile still gives the number of
 	// conversations, the users and the context budget.
 	Source Source
+	// IdealCachedShare, when positive, is the traffic's ideal cached share
+	// (traffic.IdealCachedShare), recorded in the run's metrics as
+	// sim_ideal_cached_share for the analysis.
+	IdealCachedShare float64
+	// IdealByStage is the same per stage of an open-loop load, recorded as
+	// sim_ideal_cached_share{stage="K"}.
+	IdealByStage []float64
 	// Hash, when set, replaces the ring's hash and the conversation-key
 	// hash (tests inject a readable one); nil means xxhash64, as the router.
 	Hash ring.Hash

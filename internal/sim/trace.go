@@ -48,6 +48,7 @@ func TraceRun(name string, reqs []traffic.TraceRequest, speedup float64) (traffi
 // traceSource belongs to one run.
 type traceSource struct {
 	reqs    []traffic.TraceRequest
+	names   []string // conversation names (nil: trace-LINE)
 	speedup float64
 	text    map[int64]string
 }
@@ -55,8 +56,12 @@ type traceSource struct {
 // Conversation implements Source.
 func (t *traceSource) Conversation(i int) traffic.Conversation {
 	r := &t.reqs[i]
+	id := fmt.Sprintf("trace-%d", r.Line)
+	if t.names != nil {
+		id = t.names[i]
+	}
 	return traffic.Conversation{
-		ID: fmt.Sprintf("trace-%d", r.Line),
+		ID: id,
 		Turns: []traffic.Turn{{
 			User:      traffic.TraceTextCached(r, t.text),
 			MaxTokens: r.OutputLength,

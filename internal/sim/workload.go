@@ -1,0 +1,23 @@
+package sim
+
+import "github.com/llm-ring/llm-ring/internal/traffic"
+
+// WorkloadRun is TraceRun for the requests of an open-loop workload
+// (traffic.Workload.Requests): the same open-loop replay, each request
+// named by its conversation (traffic.StageConversation) so that the
+// analysis can group the rows by stage.
+func WorkloadRun(name string, reqs []traffic.WorkloadRequest) (traffic.Profile, func() Source, error) {
+	trace := make([]traffic.TraceRequest, len(reqs))
+	names := make([]string, len(reqs))
+	for i := range reqs {
+		trace[i] = reqs[i].TraceRequest
+		names[i] = reqs[i].Conversation
+	}
+	p, _, err := TraceRun(name, trace, 1)
+	if err != nil {
+		return traffic.Profile{}, nil, err
+	}
+	p.Name = name
+	p.Description = "open-loop workload " + name
+	return p, func() Source { return &traceSource{reqs: trace, names: names, speedup: 1, text: map[int64]string{}} }, nil
+}
