@@ -186,8 +186,14 @@ func (c *call) sendBody(x exchange) {
 	size := (len(x.Body) + n - 1) / n
 	for off := 0; off < len(x.Body); off += size {
 		end := min(off+size, len(x.Body))
-		c.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{RequestBody: &extprocv3.HttpBody{
+		err := c.st.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{RequestBody: &extprocv3.HttpBody{
 			Body: x.Body[off:end], EndOfStream: end == len(x.Body) && !x.Trailers}}})
+		if err == io.EOF {
+			return // the EPP ended the stream (an immediate response): Envoy stops sending too
+		}
+		if err != nil {
+			c.t.Fatalf("send: %v", err)
+		}
 	}
 	if x.Trailers {
 		c.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestTrailers{RequestTrailers: &extprocv3.HttpTrailers{
