@@ -374,20 +374,26 @@ func TestSaturation(t *testing.T) {
 	}
 	want := []float64{0.5, 1.4, 1, 0.8}
 	for i := range rows {
-		if got := ReplicaScore(&rows[i], now, &s); got < want[i]-1e-9 || got > want[i]+1e-9 {
+		if got := ReplicaScore(&rows[i], now, &s, 0); got < want[i]-1e-9 || got > want[i]+1e-9 {
 			t.Errorf("replica %d: score %v, want %v", i, got, want[i])
 		}
 	}
 	v := &policy.View{Names: []string{"a", "b", "c", "d"}, Rows: rows, Now: now}
-	if got := PoolScore(v, &s); got < 0.925-1e-9 || got > 0.925+1e-9 {
+	if got := PoolScore(v, &s, 0); got < 0.925-1e-9 || got > 0.925+1e-9 {
 		t.Fatalf("pool %v, want 0.925", got)
 	}
-	if Saturated(v, &s) {
+	if Saturated(v, &s, 0) {
 		t.Fatal("0.925 < 1 is not saturated")
 	}
 	v.Exclude = []uint64{1 << 0} // without a, the mean is (1.4+1+0.8)/3
-	if !Saturated(v, &s) {
+	if !Saturated(v, &s, 0) {
 		t.Fatal("excluding the idle replica should saturate the pool")
+	}
+	// Three requests let go but not yet routed, spread over b, c, d: +1
+	// in flight each raises b to 8/5 and d to 4/5 → (1.6+1+0.8)/3 ≥ 1.
+	v.Exclude = []uint64{1<<0 | 1<<1}
+	if Saturated(v, &s, 0) || !Saturated(v, &s, 4) {
+		t.Fatalf("pending: %v without, %v with 4 pending", PoolScore(v, &s, 0), PoolScore(v, &s, 4))
 	}
 }
 

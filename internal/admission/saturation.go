@@ -14,14 +14,19 @@ import "github.com/llm-ring/llm-ring/internal/policy"
 // GIE's utilization detector; one that has never reported its queue or KV
 // use (Ollama publishes no metrics) is scored on what the router knows:
 // in-flight requests beyond one per replica, and the token capacity if set.
-func ReplicaScore(row *policy.Row, now int64, s *Settings) float64 {
+//
+// pending is a share of requests the driver has let go but not yet routed
+// (the live router dispatches from the queue before the request's own
+// goroutine charges the table): counted as in flight, so that one dispatch
+// round does not empty the queue onto replicas that look idle.
+func ReplicaScore(row *policy.Row, now int64, s *Settings, pending float64) float64 {
 	rep := &row.Reported
 	reporting := rep.HasQueue || rep.HasKV
 	if reporting && now-rep.At > s.StaleAfterNs {
 		return 1
 	}
 	score := 0.0
-	inFlight := float64(row.Load.Requests)
+	inFlight := float64(row.Load.Requests) + pending
 	waiting := inFlight - 1 // what an unreporting replica surely queues
 	if rep.HasQueue {
 		waiting = max(rep.Waiting, inFlight-rep.Running)
@@ -39,17 +44,22 @@ func ReplicaScore(row *policy.Row, now int64, s *Settings) float64 {
 }
 
 // PoolScore is the mean replica score over the replicas that may be picked
-// (excluded ones — unhealthy, or failed for this request — do not count).
-// With no replica it is 0: there is nothing to protect, and routing answers
-// 503 on its own.
-func PoolScore(v *policy.View, s *Settings) float64 {
-	sum, n := 0.0, 0
+// (excluded ones — unhealthy, or failed for this request — do not count),
+// with pending requests (dispatched, not yet routed) spread evenly over
+// them. With no replica it is 0: there is nothing to protect, and routing
+// answers 503 on its own.
+func PoolScore(v *policy.View, s *Settings, pending int) float64 {
+	n := 0
 	for r := range v.Rows {
-		if v.Excluded(r) {
-			continue
+		if !v.Excluded(r) {
+			n++
 		}
-		sum += ReplicaScore(&v.Rows[r], v.Now, s)
-		n++
+	}
+	sum := 0.0
+	for r := range v.Rows {
+		if !v.Excluded(r) {
+			sum += ReplicaScore(&v.Rows[r], v.Now, s, float64(pending)/float64(max(n, 1)))
+		}
 	}
 	if n == 0 {
 		return 0
@@ -58,6 +68,6 @@ func PoolScore(v *policy.View, s *Settings) float64 {
 }
 
 // Saturated reports whether the pool's score reached the limit.
-func Saturated(v *policy.View, s *Settings) bool {
-	return PoolScore(v, s) >= s.Limit
+func Saturated(v *policy.View, s *Settings, pending int) bool {
+	return PoolScore(v, s, pending) >= s.Limit
 }

@@ -63,6 +63,8 @@ type Router struct {
 	// Cluster lets several router instances route as one (gossip).
 	Cluster Cluster `json:"cluster"`
 	Tracing Tracing `json:"tracing" cfg:"optional"` // operator (issue 25): tracing.go
+	// Admission is admission control in front of routing (issue 22): admission.go.
+	Admission Admission `json:"admission" cfg:"optional"`
 }
 
 // PrefixIndex sizes the approximate prefix index: per replica, the prompt
@@ -418,6 +420,7 @@ func (c *Router) Validate() error {
 	c.validateServing(bad)
 	errs = append(errs, c.Cluster.Validate())
 	errs = append(errs, c.Tracing.Validate()) // operator (issue 25)
+	errs = append(errs, c.Admission.Validate())
 	switch c.Discovery.Mode {
 	case "static":
 		if len(c.Discovery.Static) == 0 {

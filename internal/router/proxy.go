@@ -99,8 +99,18 @@ func (r *Router) serveProxied(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	f.start = start
+	var ad admitted
+	if r.adm != nil { // admission control (issue 22): wait, or answer shed, before routing
+		if ad, ok = r.adm.admit(ctx, w, req, f); !ok {
+			return
+		}
+		defer r.adm.done(req, f, ad) // after finish: the budget corrected, a waiting request let go
+	}
 	t0 := time.Now()
 	f.ticket, f.d, err = r.route(f, t0.UnixNano())
+	if r.adm != nil {
+		r.adm.routed(ad) // charged to the table (or refused): no longer pending
+	}
 	r.metrics.decision.Observe(time.Since(t0).Seconds())
 	if err != nil {
 		r.fail(w, &httpError{http.StatusServiceUnavailable, wire.ErrTypeUnavailable, "no ready replica to serve the request"})

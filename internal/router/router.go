@@ -95,6 +95,7 @@ type Router struct {
 	operator                 // operator hook (issue 25): status page and tracing, status.go
 
 	urls atomic.Pointer[map[string]*url.URL] // the replicas' parsed URLs, by URL (SetReplicas)
+	adm  *admitter                           // admission control (issue 22, admit.go); nil when off
 }
 
 // New builds a Router with no replicas; feed it with SetReplicas (or Serve
@@ -144,6 +145,9 @@ func New(opts Options) (*Router, error) {
 	r.hashers.New = func() any { return new(prefix.Hasher) }
 	r.metrics = newMetrics(r.reg, r.table, &r.budget)
 	if r.scraper, err = r.newScraper(); err != nil {
+		return nil, err
+	}
+	if r.adm, err = newAdmitter(cfg.Admission, r.table, r.reg, log); err != nil {
 		return nil, err
 	}
 	r.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -60,6 +60,8 @@ type fakeReplica struct {
 	status int
 	mu     sync.Mutex
 	seen   map[string]int // conversation → cached tokens
+	// arrivals lists the conversations of the completions it was sent, in order.
+	arrivals []string
 }
 
 func newFake(t testing.TB, name string) *fakeReplica {
@@ -79,6 +81,9 @@ func (f *fakeReplica) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.calls.Add(1)
+	f.mu.Lock()
+	f.arrivals = append(f.arrivals, r.Header.Get("x-conversation-id"))
+	f.mu.Unlock()
 	body, _ := io.ReadAll(r.Body)
 	if f.hold != nil {
 		select {

@@ -1,0 +1,156 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/llm-ring/llm-ring/internal/admission"
+)
+
+// Admission is the optional `admission:` block of router.yaml (issue 22):
+// admission control in front of routing (docs/admission.md). Every key is
+// optional; absent keys take admission.Defaults().
+//
+//	admission:
+//	  enabled: true
+//	  queue_capacity: 256        # requests that may wait while the pool is saturated
+//	  max_wait: 30s              # longest wait of a request without a TTFT SLO
+//	  order: fcfs                # fcfs | edf, within a flow
+//	  shed_status: 429           # 429 (with Retry-After) or 503
+//	  objectives: {interactive: 10, batch: -10}   # x-gateway-inference-objective → priority
+//	  min_share: {"-10": 0.05}   # a band's guaranteed share of dispatches while it waits
+//	  flow_weights: {gold: 3}    # x-gateway-inference-fairness-id → weight within its band
+//	  tokens_per_minute: 0       # per flow; 0: no budget
+type Admission struct {
+	Enabled             bool               `json:"enabled" cfg:"optional"`
+	QueueThreshold      float64            `json:"queue_threshold" cfg:"optional"`
+	KVThreshold         float64            `json:"kv_threshold" cfg:"optional"`
+	TokenCapacity       int64              `json:"token_capacity" cfg:"optional"`
+	StaleAfter          Duration           `json:"stale_after" cfg:"optional"`
+	Limit               float64            `json:"limit" cfg:"optional"`
+	QueueCapacity       *int               `json:"queue_capacity" cfg:"optional"`
+	QueueBytes          int64              `json:"queue_bytes" cfg:"optional"`
+	MaxWait             Duration           `json:"max_wait" cfg:"optional"`
+	Order               string             `json:"order" cfg:"optional"`
+	ShedStatus          int                `json:"shed_status" cfg:"optional"`
+	MinShare            map[string]float64 `json:"min_share" cfg:"optional"`
+	FlowWeights         map[string]float64 `json:"flow_weights" cfg:"optional"`
+	TokensPerMinute     int64              `json:"tokens_per_minute" cfg:"optional"`
+	FlowTokensPerMinute map[string]int64   `json:"flow_tokens_per_minute" cfg:"optional"`
+	Objectives          map[string]int     `json:"objectives" cfg:"optional"`
+	DefaultPriority     int                `json:"default_priority" cfg:"optional"`
+	DefaultSLOTTFT      Duration           `json:"default_slo_ttft" cfg:"optional"`
+	Headers             AdmissionHeaders   `json:"headers" cfg:"optional"`
+}
+
+// AdmissionHeaders names the request headers admission reads; the defaults
+// are the Gateway API Inference Extension's names (field-notes §1.6).
+type AdmissionHeaders struct {
+	Objective  string `json:"objective" cfg:"optional"`
+	FairnessID string `json:"fairness_id" cfg:"optional"`
+	SLOTTFTMs  string `json:"slo_ttft_ms" cfg:"optional"`
+	SLOTPOTMs  string `json:"slo_tpot_ms" cfg:"optional"`
+}
+
+// Header defaults.
+const (
+	HeaderObjective  = "x-gateway-inference-objective"
+	HeaderFairnessID = "x-gateway-inference-fairness-id"
+	HeaderSLOTTFT    = "x-slo-ttft-ms"
+	HeaderSLOTPOT    = "x-slo-tpot-ms"
+)
+
+// Names returns the header names with the defaults filled in.
+func (h AdmissionHeaders) Names() AdmissionHeaders {
+	def := func(v, d string) string {
+		if v == "" {
+			return d
+		}
+		return v
+	}
+	return AdmissionHeaders{
+		Objective: def(h.Objective, HeaderObjective), FairnessID: def(h.FairnessID, HeaderFairnessID),
+		SLOTTFTMs: def(h.SLOTTFTMs, HeaderSLOTTFT), SLOTPOTMs: def(h.SLOTPOTMs, HeaderSLOTPOT),
+	}
+}
+
+// Status is the HTTP status of a shed request (429 unless configured).
+func (a Admission) Status() int {
+	if a.ShedStatus == 0 {
+		return http.StatusTooManyRequests
+	}
+	return a.ShedStatus
+}
+
+// Settings returns the core's settings: the block over admission.Defaults().
+func (a Admission) Settings() (admission.Settings, error) {
+	s := admission.Defaults()
+	s.Enabled = a.Enabled
+	setF := func(dst *float64, v float64) {
+		if v != 0 {
+			*dst = v
+		}
+	}
+	setF(&s.QueueThreshold, a.QueueThreshold)
+	setF(&s.KVThreshold, a.KVThreshold)
+	setF(&s.Limit, a.Limit)
+	if a.StaleAfter != 0 {
+		s.StaleAfterNs = int64(time.Duration(a.StaleAfter))
+	}
+	if a.MaxWait != 0 {
+		s.MaxWaitNs = int64(time.Duration(a.MaxWait))
+	}
+	if a.QueueCapacity != nil {
+		s.QueueCapacity = *a.QueueCapacity
+	}
+	if a.Order != "" {
+		s.Order = a.Order
+	}
+	s.TokenCapacity, s.QueueBytes = a.TokenCapacity, a.QueueBytes
+	s.TokensPerMinute, s.FlowTokensPerMinute, s.FlowWeights = a.TokensPerMinute, a.FlowTokensPerMinute, a.FlowWeights
+	if len(a.MinShare) > 0 {
+		s.MinShare = map[int]float64{}
+		keys := make([]string, 0, len(a.MinShare))
+		for k := range a.MinShare {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			p, err := strconv.Atoi(strings.TrimSpace(k))
+			if err != nil {
+				return s, fmt.Errorf("admission.min_share: key %q is not a priority (an integer)", k)
+			}
+			s.MinShare[p] = a.MinShare[k]
+		}
+	}
+	return s, nil
+}
+
+// Validate checks the block.
+func (a Admission) Validate() error {
+	s, err := a.Settings()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	if err := s.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("admission.%w", err))
+	}
+	if st := a.Status(); st != http.StatusTooManyRequests && st != http.StatusServiceUnavailable {
+		errs = append(errs, fmt.Errorf("admission.shed_status: must be 429 or 503, got %d", st))
+	}
+	if a.DefaultSLOTTFT < 0 {
+		errs = append(errs, fmt.Errorf("admission.default_slo_ttft: must be ≥ 0, got %s", time.Duration(a.DefaultSLOTTFT)))
+	}
+	for name := range a.Objectives {
+		if strings.TrimSpace(name) == "" {
+			errs = append(errs, errors.New("admission.objectives: an objective needs a name"))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,140 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/llm-ring/llm-ring/internal/config"
+)
+
+// admissionHarness: one replica that holds every request until told, a
+// pool saturated at two requests in flight (queue threshold 1: one running,
+// one waiting), a queue of three.
+func admissionHarness(t *testing.T, edit ...func(*config.Admission)) (*harness, *fakeReplica) {
+	capacity := 3
+	h := newHarness(t, "least-loaded", 1, func(c *config.Router) {
+		c.Admission = config.Admission{Enabled: true, QueueThreshold: 1, QueueCapacity: &capacity,
+			Objectives: map[string]int{"interactive": 10, "batch": -10}, DefaultPriority: -10}
+		for _, e := range edit {
+			e(&c.Admission)
+		}
+	})
+	f := h.fakes[0]
+	f.hold = make(chan struct{})
+	return h, f
+}
+
+// send posts a chat request tagged n in the background; its status lands in out.
+func (h *harness) send(ctx context.Context, wg *sync.WaitGroup, n int, objective string, out chan<- [2]int) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.srv.URL+"/v1/chat/completions", strings.NewReader(chatBody(fmt.Sprintf("request %d", n), false)))
+		req.Header.Set("x-conversation-id", fmt.Sprintf("c%d", n))
+		if objective != "" {
+			req.Header.Set("x-gateway-inference-objective", objective)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			out <- [2]int{n, -1}
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		out <- [2]int{n, resp.StatusCode}
+	}()
+}
+
+func (a *admitter) queued() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.c.Len()
+}
+
+// Over capacity: requests wait in the router, not at the replica; the
+// higher band goes first; a full queue answers 429 with Retry-After and a
+// reason; a client that leaves while queued never reaches the replica.
+func TestAdmissionLive(t *testing.T) {
+	h, f := admissionHarness(t)
+	adm := h.rt.adm
+	var wg sync.WaitGroup
+	out := make(chan [2]int, 16)
+	bg := context.Background()
+	h.send(bg, &wg, 1, "", out)
+	h.send(bg, &wg, 2, "", out)
+	waitFor(t, "two requests at the replica", func() bool { return f.calls.Load() == 2 })
+	h.send(bg, &wg, 3, "batch", out)
+	waitFor(t, "request 3 queued", func() bool { return adm.queued() == 1 })
+	h.send(bg, &wg, 4, "interactive", out)
+	waitFor(t, "request 4 queued", func() bool { return adm.queued() == 2 })
+	gone, leave := context.WithCancel(bg)
+	h.send(gone, &wg, 5, "batch", out)
+	waitFor(t, "request 5 queued", func() bool { return adm.queued() == 3 })
+	leave()
+	waitFor(t, "request 5 cancelled", func() bool { return adm.queued() == 2 })
+	h.send(bg, &wg, 6, "batch", out)
+	waitFor(t, "request 6 queued", func() bool { return adm.queued() == 3 })
+
+	// The queue is full and request 7 is of the lowest band: shed at once.
+	resp, body := h.post(t, "/v1/chat/completions", chatBody("request 7", false), "x-conversation-id", "c7")
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || resp.Header.Get(HeaderShedReason) != "queue-full" {
+		t.Fatalf("request 7: %d Retry-After=%q reason=%q %s", resp.StatusCode, resp.Header.Get("Retry-After"), resp.Header.Get(HeaderShedReason), body)
+	}
+	var e struct {
+		Error struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(body), &e); err != nil || e.Error.Code != 429 || !strings.Contains(e.Error.Message, "queue is full") {
+		t.Fatalf("request 7's error body: %s", body)
+	}
+	if f.calls.Load() != 2 {
+		t.Fatalf("the replica saw %d requests while the pool was saturated, want 2", f.calls.Load())
+	}
+
+	// Release one at a time: each release frees room for exactly one, and
+	// the interactive request goes before the batch ones that came first.
+	for want := int64(3); want <= 5; want++ {
+		f.hold <- struct{}{}
+		waitFor(t, fmt.Sprintf("%d requests at the replica", want), func() bool { return f.calls.Load() == want })
+		time.Sleep(20 * time.Millisecond) // a second dispatch, if any, would arrive now
+		if got := f.calls.Load(); got != want {
+			t.Fatalf("one release let %d requests reach the replica", got-want+1)
+		}
+	}
+	f.mu.Lock()
+	order := strings.Join(f.arrivals[2:], ",")
+	f.mu.Unlock()
+	if order != "c4,c3,c6" {
+		t.Errorf("queued requests reached the replica in the order %s, want c4,c3,c6", order)
+	}
+	close(f.hold)
+	wg.Wait()
+	close(out)
+	status := map[int]int{}
+	for r := range out {
+		status[r[0]] = r[1]
+	}
+	for _, n := range []int{1, 2, 3, 4, 6} {
+		if status[n] != http.StatusOK {
+			t.Errorf("request %d: status %d, want 200", n, status[n])
+		}
+	}
+	if status[5] != -1 {
+		t.Errorf("request 5 (client gone): %d", status[5])
+	}
+	if f.calls.Load() != 5 {
+		t.Errorf("the replica saw %d requests, want 5 (never the cancelled one)", f.calls.Load())
+	}
+	if !h.waitLog(t, `"msg":"admission_cancelled"`) || !h.waitLog(t, `"reason":"queue-full"`) {
+		t.Errorf("log lacks the cancellation or the shed:\n%s", h.logText())
+	}
+}
