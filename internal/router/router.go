@@ -132,14 +132,7 @@ func New(opts Options) (*Router, error) {
 	r.flights, r.stopFlights = context.WithCancel(context.Background())
 	r.budget.sem, r.budget.wait = semaphore.NewWeighted(cfg.Server.MaxBufferedBodyBytes), cfg.Server.MaxBufferedBodyWait.D()
 	if r.base == nil {
-		r.base = &http.Transport{
-			Proxy:                 nil,
-			DialContext:           (&net.Dialer{Timeout: cfg.Upstream.DialTimeout.D(), KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConns:          1024,
-			MaxIdleConnsPerHost:   256,
-			IdleConnTimeout:       90 * time.Second,
-			ResponseHeaderTimeout: cfg.Upstream.ResponseTimeout.D(),
-		}
+		r.base = newTransport(cfg)
 	}
 	r.hashers.New = func() any { return new(prefix.Hasher) }
 	r.metrics = newMetrics(r.reg, r.table, &r.budget)
@@ -188,6 +181,18 @@ func New(opts Options) (*Router, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// newTransport is the replicas' transport under the upstream settings.
+func newTransport(cfg *config.Router) *http.Transport {
+	return &http.Transport{
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: cfg.Upstream.DialTimeout.D(), KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: cfg.Upstream.ResponseTimeout.D(),
+	}
 }
 
 // ServeHTTP implements http.Handler.
