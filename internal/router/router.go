@@ -153,6 +153,18 @@ func New(opts Options) (*Router, error) {
 		ErrorHandler:   r.proxyError,
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	r.routes()
+	if err := r.newCluster(opts.NodeName); err != nil {
+		return nil, err
+	}
+	if err := r.initAdmin(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// routes registers the client listener's paths.
+func (r *Router) routes() {
 	r.mux = http.NewServeMux()
 	for _, p := range proxiedPaths {
 		r.mux.HandleFunc(p, r.serveProxied)
@@ -174,13 +186,6 @@ func New(opts Options) (*Router, error) {
 			fmt.Sprintf("no route for %s %s; llm-ring routes POST %s, and GET %s", req.Method, clip(req.URL.Path, 128),
 				strings.Join(proxiedPaths, ", "), strings.Join(listPaths, ", "))})
 	})
-	if err := r.newCluster(opts.NodeName); err != nil {
-		return nil, err
-	}
-	if err := r.initAdmin(); err != nil {
-		return nil, err
-	}
-	return r, nil
 }
 
 // newTransport is the replicas' transport under the upstream settings.
