@@ -41,10 +41,12 @@ func (b *bodyBudget) read(ctx context.Context, body io.Reader, declared int64) (
 	var held int64
 	grow := func(buf []byte, want int) ([]byte, error) {
 		extra := int64(want - cap(buf))
-		wctx, cancel := context.WithTimeout(ctx, b.wait)
-		defer cancel()
 		if !b.sem.TryAcquire(extra) {
-			if err := b.sem.Acquire(wctx, extra); err != nil {
+			// Only a body that must wait pays for a timer.
+			wctx, cancel := context.WithTimeout(ctx, b.wait)
+			err := b.sem.Acquire(wctx, extra)
+			cancel()
+			if err != nil {
 				return buf, errNoBudget
 			}
 		}

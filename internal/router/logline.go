@@ -48,7 +48,8 @@ func (r *Router) finish(ctx context.Context, f *flight) {
 	if !r.log.Enabled(ctx, level) {
 		return
 	}
-	attrs := []slog.Attr{
+	attrs := make([]slog.Attr, 0, 24) // every field below: one allocation
+	attrs = append(attrs,
 		slog.String("conversation", f.convo()),
 		slog.String("key_source", f.p.keySource),
 		slog.Int("turn", f.p.turn),
@@ -69,7 +70,7 @@ func (r *Router) finish(ctx context.Context, f *flight) {
 		slog.Int("status", f.status),
 		slog.Float64("latency_ms", ms(latency)),
 		slog.Int("attempts", f.tries),
-	}
+	)
 	if f.obs != nil && !f.obs.first.IsZero() {
 		attrs = append(attrs, slog.Float64("ttft_ms", ms(f.obs.first.Sub(f.start))))
 	}

@@ -133,14 +133,7 @@ func New(opts Options) (*Router, error) {
 	r.flights, r.stopFlights = context.WithCancel(context.Background())
 	r.budget.sem, r.budget.wait = semaphore.NewWeighted(cfg.Server.MaxBufferedBodyBytes), cfg.Server.MaxBufferedBodyWait.D()
 	if r.base == nil {
-		r.base = &http.Transport{
-			Proxy:                 nil,
-			DialContext:           (&net.Dialer{Timeout: cfg.Upstream.DialTimeout.D(), KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConns:          1024,
-			MaxIdleConnsPerHost:   256,
-			IdleConnTimeout:       90 * time.Second,
-			ResponseHeaderTimeout: cfg.Upstream.ResponseTimeout.D(),
-		}
+		r.base = newTransport(cfg)
 	}
 	r.hashers.New = func() any { return new(prefix.Hasher) }
 	r.metrics = newMetrics(r.reg, r.table, &r.budget)
@@ -164,6 +157,18 @@ func New(opts Options) (*Router, error) {
 		ErrorHandler:   r.proxyError,
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	r.routes()
+	if err := r.newCluster(opts.NodeName); err != nil {
+		return nil, err
+	}
+	if err := r.initAdmin(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// routes registers the client listener's paths.
+func (r *Router) routes() {
 	r.mux = http.NewServeMux()
 	for _, p := range proxiedPaths {
 		r.mux.HandleFunc(p, r.serveProxied)
@@ -185,13 +190,18 @@ func New(opts Options) (*Router, error) {
 			fmt.Sprintf("no route for %s %s; llm-ring routes POST %s, and GET %s", req.Method, clip(req.URL.Path, 128),
 				strings.Join(proxiedPaths, ", "), strings.Join(listPaths, ", "))})
 	})
-	if err := r.newCluster(opts.NodeName); err != nil {
-		return nil, err
+}
+
+// newTransport is the replicas' transport under the upstream settings.
+func newTransport(cfg *config.Router) *http.Transport {
+	return &http.Transport{
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: cfg.Upstream.DialTimeout.D(), KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: cfg.Upstream.ResponseTimeout.D(),
 	}
-	if err := r.initAdmin(); err != nil {
-		return nil, err
-	}
-	return r, nil
 }
 
 // ServeHTTP implements http.Handler.
