@@ -36,6 +36,14 @@
 // conversation's tokens and append messages to them, rather than
 // re-tokenizing the history every turn.
 //
-// Formulas, choices and limits: docs/replica-model.md; calibration:
-// docs/notes/replica-model.md.
+// Config.Engine "vllm" or "sglang" replaces the slots with a paged KV pool
+// shared by every request (hashed blocks, reference counts, an LRU free
+// queue) and vLLM V1's scheduler (chunked prefill, FCFS, preemption by
+// recomputation), behind the same Group and Replica API (paged*.go); the
+// Roofline presets derive GPU step costs from a model's shape
+// (preset_roofline.go).
+//
+// Formulas, choices and limits: docs/replica-model.md and, for the paged
+// engines and the roofline presets, docs/engines.md; calibration:
+// docs/notes/replica-model.md and docs/notes/engines.md.
 package model
