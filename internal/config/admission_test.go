@@ -1,0 +1,78 @@
+package config
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func withAdmission(t *testing.T, block string) (*Router, error) {
+	t.Helper()
+	data, err := os.ReadFile("../../config/router.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Parse(append(data, []byte("\n"+block)...))
+}
+
+func TestAdmissionBlock(t *testing.T) {
+	c, err := withAdmission(t, `admission:
+  enabled: true
+  queue_capacity: 0
+  max_wait: 5s
+  order: edf
+  shed_status: 503
+  objectives: {interactive: 10, batch: -10}
+  min_share: {"-10": 0.05}
+  flow_weights: {gold: 3}
+  tokens_per_minute: 100000
+  flow_tokens_per_minute: {vip: 0}
+  default_slo_ttft: 2s
+  headers: {fairness_id: x-tenant}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Admission.Settings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Enabled || s.QueueCapacity != 0 || s.MaxWaitNs != int64(5*time.Second) || s.Order != "edf" ||
+		s.MinShare[-10] != 0.05 || s.FlowWeights["gold"] != 3 || s.TokensPerMinute != 100000 || s.QueueThreshold != 5 {
+		t.Fatalf("settings %+v", s)
+	}
+	if c.Admission.Status() != 503 || c.Admission.Objectives["batch"] != -10 {
+		t.Fatalf("block %+v", c.Admission)
+	}
+	h := c.Admission.Headers.Names()
+	if h.FairnessID != "x-tenant" || h.Objective != HeaderObjective || h.SLOTTFTMs != HeaderSLOTTFT {
+		t.Fatalf("headers %+v", h)
+	}
+	// Absent: off, defaults.
+	c, err = withAdmission(t, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := c.Admission.Settings(); s.Enabled || s.QueueCapacity != 256 {
+		t.Fatalf("absent block: %+v", s)
+	}
+}
+
+func TestAdmissionErrorsNameTheKey(t *testing.T) {
+	for block, want := range map[string]string{
+		"admission:\n  shed_status: 418\n":         "admission.shed_status: must be 429 or 503",
+		"admission:\n  order: lifo\n":              `admission.order: must be "fcfs" or "edf"`,
+		"admission:\n  min_share: {high: 0.1}\n":   `admission.min_share: key "high" is not a priority`,
+		"admission:\n  kv_threshold: 2\n":          "admission.kv_threshold: must be in (0, 1]",
+		"admission:\n  queue_capacity: -1\n":       "admission.queue_capacity: must be ≥ 0",
+		"admission:\n  bogus: 1\n":                 "admission.bogus",
+		"admission:\n  flow_weights: {free: -1}\n": `admission.flow_weights["free"]: must be > 0`,
+		"admission:\n  default_slo_ttft: -1s\n":    "admission.default_slo_ttft: must be ≥ 0",
+	} {
+		_, err := withAdmission(t, block)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want it to name %q", block, err, want)
+		}
+	}
+}
