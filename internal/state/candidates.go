@@ -1,10 +1,8 @@
 package state
 
 import (
-	"math"
 	"slices"
 
-	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/replicaset"
 )
 
@@ -23,32 +21,8 @@ func (t *Table) Candidates(dst []replicaset.Replica, in Input, tk *Ticket, now i
 	if n <= 0 || len(s.names) < 2 {
 		return dst
 	}
-	req := &t.req
-	*req = policy.Request{Hash: in.Hash, OutputTokens: min(max(in.MaxTokens, 0), MaxCharge/2), Seq: t.seq, Last: -1,
-		PromptChars: in.Chars, FirstUser: in.FirstUser}
-	q := &t.query
-	*q = Query{Key: in.Hash, Blocks: in.Blocks, Chars: in.Chars}
-	for i, ix := range t.idx {
-		if i > 0 && !t.readsMatch {
-			break
-		}
-		ix.Lookup(q, t, now)
-	}
-	place, known := q.Place, q.Known
-	if known {
-		if i := t.index[place.Replica]; i >= 0 {
-			req.Last, req.CachedTokens = int(i), int(place.Cached)
-			req.CachedAge = now - q.Seen
-			req.SentSince = int64(min(t.routed[place.Replica]-place.Sent, math.MaxInt64))
-		}
-	}
-	req.PromptTokens = min(t.estimate(in, place, known), MaxCharge/2)
+	req, _, v := t.lookup(in, t.readsMatch, now)
 	defer t.clearMatches()
-	v := &t.view
-	*v = policy.View{Names: s.names, Ring: s.ring, Rows: t.rows, Total: t.total, Visited: t.visited, Now: now}
-	if t.peers != nil {
-		v.Rows, v.Total = t.withPeerLoads(q)
-	}
 	v.Exclude = t.excl
 	copy(v.Exclude, t.downBits)
 	left := len(s.names) - t.nDown
