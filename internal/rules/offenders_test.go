@@ -24,6 +24,4 @@ internal/sim/sim.go 676
 internal/simrun/batch.go RunJobs 84
 internal/simrun/sweep.go WriteSweepChart 125
 # proxy
-internal/state/state.go 616
-internal/state/state.go Table.route 82
 `

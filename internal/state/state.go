@@ -420,41 +420,6 @@ func (t *Table) route(pol policy.Policy, readsMatch bool, in Input, now int64, e
 	return t.tk, *d, nil // as the indexers completed it (the prefix index's expectation)
 }
 
-// lookup is the part of a pick that Route and Candidates share: it fills
-// the table's request and query for in (placement memory always, the other
-// indexers only when the policy reads Match), and the view's base — rows,
-// loads, scratch, peers' loads. The caller defers t.clearMatches() and sets
-// the view's exclusions; t.mu is held.
-func (t *Table) lookup(in Input, readsMatch bool, now int64) (*policy.Request, *Query, *policy.View) {
-	s := t.snap
-	req := &t.req
-	*req = policy.Request{Hash: in.Hash, OutputTokens: min(max(in.MaxTokens, 0), MaxCharge/2), Seq: t.seq, Last: -1,
-		PromptChars: in.Chars, FirstUser: in.FirstUser}
-	q := &t.query
-	*q = Query{Key: in.Hash, Blocks: in.Blocks, Chars: in.Chars}
-	for i, ix := range t.idx {
-		if i > 0 && !readsMatch {
-			break
-		}
-		ix.Lookup(q, t, now)
-	}
-	place, known := q.Place, q.Known
-	if known {
-		if i := t.index[place.Replica]; i >= 0 {
-			req.Last, req.CachedTokens = int(i), int(place.Cached)
-			req.CachedAge = now - q.Seen
-			req.SentSince = int64(min(t.routed[place.Replica]-place.Sent, math.MaxInt64))
-		}
-	}
-	req.PromptTokens = min(t.estimate(in, place, known), MaxCharge/2)
-	v := &t.view
-	*v = policy.View{Names: s.names, Ring: s.ring, Rows: t.rows, Total: t.total, Visited: t.visited, Now: now}
-	if t.peers != nil {
-		v.Rows, v.Total = t.withPeerLoads(q)
-	}
-	return req, q, v
-}
-
 // SetMatch raises row i's Match to tokens (an indexer's Lookup calls it).
 func (t *Table) SetMatch(i int, tokens int) {
 	row := &t.rows[i]
