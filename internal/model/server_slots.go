@@ -1,0 +1,185 @@
+package model
+
+import "time"
+
+// Which slot serves a request, and the KV it reserves there.
+
+// assign gives r an idle slot at work time v, reusing the longest cached
+// prefix among idle slots and RAM cache entries. It reports false if every
+// slot is busy.
+func (s *Server) assign(r *request, v time.Duration) bool {
+	lru := -1
+	for i := range s.slots {
+		sl := &s.slots[i]
+		if sl.state == slotIdle && (lru < 0 || sl.lastUsed < s.slots[lru].lastUsed) {
+			lru = i
+		}
+	}
+	if lru < 0 {
+		return false
+	}
+	target, keep, from := lru, 0, -1
+	if !r.noCache {
+		target, keep, from = s.best(r, lru)
+	}
+	if s.cfg.KVTokens > 0 && !s.reserveKV(r, target) {
+		return false // waits, at the head of the queue, for running requests to end
+	}
+	sl := &s.slots[target]
+	// The entry to load leaves the cache first (llama.cpp moves it out), so
+	// that saving the slot below cannot evict it.
+	var load *entry
+	if from >= 0 {
+		load = s.cache[from]
+		s.dropEntry(from)
+	}
+	// A slot whose state is mostly going to be overwritten is saved to
+	// the RAM cache first (when the cache is on).
+	if sl.indexed {
+		kept := keep
+		switch {
+		case r.noCache:
+			kept = 0
+		case load != nil:
+			kept = sl.seq.lcp(r.toks, r.blocks)
+		}
+		if 2*kept < len(sl.toks) {
+			s.save(&sl.seq)
+		}
+		s.idx.remove(sl.blocks)
+		sl.indexed = false
+	}
+	if load != nil {
+		sl.seq, load.seq = load.seq, sl.seq
+		s.recycle(load)
+		s.stats.CacheLoads++
+	}
+	keep = min(keep, len(r.toks)-1) // at least one token is evaluated, for its logits
+	sl.toks = append(sl.toks[:0], r.toks...)
+	sl.state = slotPrefill
+	sl.req = r
+	sl.pos = keep
+	sl.pending = len(r.toks) - keep
+	sl.chunk = 0
+	sl.gen = 0
+	r.cacheN = keep
+	r.started = s.clk.t(v)
+	return true
+}
+
+// reserveKV reports whether r, admitted into slot target, fits the shared
+// KV pool (Config.KVTokens): every running request holds its prompt and its
+// whole answer (a reservation: the model does not preempt), every other
+// idle slot the tokens it caches. When the cached tokens are in the way,
+// idle slots are emptied, least recently used first, until r fits, as
+// vLLM evicts free cached blocks; when running requests alone leave no room,
+// nothing is evicted and r waits.
+func (s *Server) reserveKV(r *request, target int) bool {
+	need := len(r.toks) + r.target
+	used, cached := 0, 0
+	for i := range s.slots {
+		sl := &s.slots[i]
+		switch {
+		case i == target:
+		case sl.state != slotIdle:
+			used += len(sl.req.toks) + sl.req.target
+		case sl.indexed:
+			cached += len(sl.toks)
+		}
+	}
+	limit := s.cfg.KVTokens
+	if used+need > limit {
+		return false
+	}
+	for used+cached+need > limit {
+		lru := -1
+		for i := range s.slots {
+			sl := &s.slots[i]
+			if i != target && sl.state == slotIdle && sl.indexed && (lru < 0 || sl.lastUsed < s.slots[lru].lastUsed) {
+				lru = i
+			}
+		}
+		sl := &s.slots[lru] // exists: cached > 0
+		cached -= len(sl.toks)
+		s.idx.remove(sl.blocks)
+		sl.indexed = false
+		sl.toks, sl.blocks = sl.toks[:0], sl.blocks[:0]
+	}
+	return true
+}
+
+// best finds where r reuses the most: the least recently used idle slot
+// by default; another idle slot if it shares more and more than a tenth of
+// the prompt (llama.cpp's slot-prompt-similarity, 0.1); a RAM cache entry if
+// it beats the chosen slot on both the kept share of the entry and the
+// covered share of the prompt, and would keep at least a quarter of itself
+// (llama.cpp's prompt cache rules; it is then loaded into the LRU slot).
+// It returns the slot to use, the prefix length, and the index of the cache
+// entry to load (-1 for none).
+func (s *Server) best(r *request, lru int) (target, keep, from int) {
+	target, from = lru, -1
+	if sl := &s.slots[lru]; sl.indexed {
+		keep = sl.seq.lcp(r.toks, r.blocks)
+	}
+	d := s.idx.depth(r.blocks)
+	for pass := 0; pass < 2; pass++ {
+		found := false
+		for i := range s.slots {
+			sl := &s.slots[i]
+			if !sl.indexed || !candidate(&sl.seq, r.blocks, d) {
+				continue
+			}
+			found = true
+			l := d*blockSize + commonPrefix(sl.toks[d*blockSize:], r.toks[d*blockSize:])
+			if l > keep && 10*l > len(r.toks) {
+				target, keep = i, l
+			}
+		}
+		// llama.cpp's server_prompt_cache::load: the slot's own prompt sets
+		// the bar (f_keep = kept share of the cached prompt, f_sim = covered
+		// share of the new one); an entry must beat it on both, and an entry
+		// that would keep less than a quarter of itself is never loaded
+		// ("don't trash large prompts").
+		keepBest, simBest := 0.0, float64(keep)/float64(len(r.toks))
+		if n := len(s.slots[target].toks); s.slots[target].indexed && n > 0 {
+			keepBest = float64(keep) / float64(n)
+		}
+		for i := len(s.cache) - 1; i >= 0; i-- {
+			e := s.cache[i]
+			if !candidate(&e.seq, r.blocks, d) {
+				continue
+			}
+			found = true
+			l := d*blockSize + commonPrefix(e.toks[d*blockSize:], r.toks[d*blockSize:])
+			fKeep, fSim := float64(l)/float64(len(e.toks)), float64(l)/float64(len(r.toks))
+			if fKeep < 0.25 {
+				continue
+			}
+			if fKeep > keepBest && fSim > simBest {
+				keepBest, simBest = fKeep, fSim
+				keep, from = l, i
+			}
+		}
+		if found || d == 0 {
+			break
+		}
+		d = 0 // a hash collision sent us deep for nothing: compare from the start
+	}
+	if from >= 0 {
+		target = lru
+	}
+	return target, keep, from
+}
+
+func candidate(q *seq, blocks []uint64, d int) bool {
+	return d == 0 || (len(q.blocks) >= d && q.blocks[d-1] == blocks[d-1])
+}
+
+// endOf is the end offset in o.Text of its first n tokens.
+func endOf(o *Output, n int) int {
+	if n == 0 {
+		return 0
+	}
+	o.Piece(n - 1) // computes o.Ends
+	return int(o.Ends[n-1])
+}
