@@ -362,31 +362,7 @@ func (r *Replica) rerank(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusBadRequest, wire.ErrTypeInvalidRequest, `"documents" must be a non-empty string array`)
 		return
 	}
-	qt := model.Tokenize(*body.Query)
-	q := model.Embed(qt)
-	type ranked struct {
-		Index int     `json:"index"`
-		Score float64 `json:"score,omitempty"`
-		Rel   float64 `json:"relevance_score,omitempty"`
-		Text  *string `json:"text,omitempty"`
-	}
-	out := make([]ranked, len(docs))
-	n := 0
-	for i, d := range docs {
-		dt := model.Tokenize(d)
-		n += len(qt) + len(dt)
-		s := model.Cosine(q, model.Embed(dt))
-		out[i] = ranked{Index: i, Score: s}
-	}
-	slices.SortStableFunc(out, func(a, b ranked) int {
-		switch {
-		case a.Score > b.Score:
-			return -1
-		case a.Score < b.Score:
-			return 1
-		}
-		return 0
-	})
+	out, n := rankDocuments(*body.Query, docs)
 	if body.TopN != nil && *body.TopN >= 0 && *body.TopN < len(out) {
 		out = out[:*body.TopN]
 	}
@@ -419,4 +395,35 @@ func (r *Replica) rerank(w http.ResponseWriter, req *http.Request) {
 		"usage":   map[string]int{"prompt_tokens": n, "total_tokens": n},
 		"results": res,
 	})
+}
+
+// rankedDoc is one document's place in a rerank answer.
+type rankedDoc struct {
+	Index int
+	Score float64
+}
+
+// rankDocuments scores each document by the cosine similarity of its
+// model.Embed vector with the query's, best first (stable), and counts the
+// tokens read (the query once per document, as llama.cpp does).
+func rankDocuments(query string, docs []string) ([]rankedDoc, int) {
+	qt := model.Tokenize(query)
+	q := model.Embed(qt)
+	out := make([]rankedDoc, len(docs))
+	n := 0
+	for i, d := range docs {
+		dt := model.Tokenize(d)
+		n += len(qt) + len(dt)
+		out[i] = rankedDoc{Index: i, Score: model.Cosine(q, model.Embed(dt))}
+	}
+	slices.SortStableFunc(out, func(a, b rankedDoc) int {
+		switch {
+		case a.Score > b.Score:
+			return -1
+		case a.Score < b.Score:
+			return 1
+		}
+		return 0
+	})
+	return out, n
 }

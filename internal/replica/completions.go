@@ -329,7 +329,11 @@ func (r *Replica) chat(w http.ResponseWriter, req *http.Request) {
 		writeJSON(w, http.StatusOK, out)
 		return
 	}
-	includeUsage := body.StreamOptions != nil && body.StreamOptions.IncludeUsage
+	r.chatStream(w, req, id, wt, f, base, body.StreamOptions != nil && body.StreamOptions.IncludeUsage)
+}
+
+// chatStream streams a chat answer as SSE chunks in the face's manner.
+func (r *Replica) chatStream(w http.ResponseWriter, req *http.Request, id model.ID, wt *waiter, f face, base wire.ChatResponse, includeUsage bool) {
 	sse := startSSE(w)
 	chunk := base
 	chunk.Object = "chat.completion.chunk"
@@ -422,7 +426,11 @@ func (r *Replica) oaiCompletion(w http.ResponseWriter, req *http.Request) {
 		writeJSON(w, http.StatusOK, out)
 		return
 	}
-	includeUsage := body.StreamOptions != nil && body.StreamOptions.IncludeUsage
+	r.completionsStream(w, req, id, wt, f, base, body.StreamOptions != nil && body.StreamOptions.IncludeUsage)
+}
+
+// completionsStream streams a completion as SSE chunks in the face's manner.
+func (r *Replica) completionsStream(w http.ResponseWriter, req *http.Request, id model.ID, wt *waiter, f face, base wire.CompletionsResponse, includeUsage bool) {
 	sse := startSSE(w)
 	var held *wire.CompletionsResponse
 	res, err := r.await(req.Context(), id, wt, func(ev model.Event) error {
