@@ -3,7 +3,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"sort"
 	"strconv"
 	"strings"
@@ -79,10 +78,17 @@ func (h AdmissionHeaders) Names() AdmissionHeaders {
 	}
 }
 
+// HTTP statuses a shed request may get (config stays free of net/http: the
+// simulator's configuration imports it).
+const (
+	statusTooManyRequests    = 429
+	statusServiceUnavailable = 503
+)
+
 // Status is the HTTP status of a shed request (429 unless configured).
 func (a Admission) Status() int {
 	if a.ShedStatus == 0 {
-		return http.StatusTooManyRequests
+		return statusTooManyRequests
 	}
 	return a.ShedStatus
 }
@@ -141,7 +147,7 @@ func (a Admission) Validate() error {
 	if err := s.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("admission.%w", err))
 	}
-	if st := a.Status(); st != http.StatusTooManyRequests && st != http.StatusServiceUnavailable {
+	if st := a.Status(); st != statusTooManyRequests && st != statusServiceUnavailable {
 		errs = append(errs, fmt.Errorf("admission.shed_status: must be 429 or 503, got %d", st))
 	}
 	if a.DefaultSLOTTFT < 0 {
