@@ -56,3 +56,34 @@ func OllamaTinyCPU() Config {
 		Seed:             1,
 	}
 }
+
+// PresetOllamaTinyCPUSimTokens is PresetOllamaTinyCPU counted in the
+// simulator's tokens instead of the tiny model's.
+const PresetOllamaTinyCPUSimTokens = "ollama-tiny-cpu-simtok"
+
+// OllamaRealPerSimToken is how many of the tiny model's tokens (one per
+// character) one of the simulator's tokens (Qwen2.5-like pieces) stands
+// for: 3.91, the ratio of the real servers' prompt_eval_count to the
+// simulated PromptTokens over the same 18 first-turn prompts
+// (docs/notes/ollama.md, "Live against simulated"; 3.70 to 4.16 per prompt).
+const OllamaRealPerSimToken = 3.91
+
+// OllamaTinyCPUSimTokens is OllamaTinyCPU for the simulator's tokenizer:
+// the same text is OllamaRealPerSimToken times fewer tokens, so a prompt
+// token costs that many real ones (PrefillTokenCost × r), a pair of them
+// r² pairs (PrefillAttnCost × r²), a context position r positions
+// (AttnCost × r), and the context and the step budget hold r times fewer
+// tokens. A generated token stays one generated token (the answers are
+// max_tokens long in both), so StepOverhead and TokenCost do not change.
+func OllamaTinyCPUSimTokens() Config {
+	c := OllamaTinyCPU()
+	r := OllamaRealPerSimToken
+	scale := func(d time.Duration, k float64) time.Duration { return time.Duration(float64(d) * k) }
+	c.PrefillTokenCost = scale(c.PrefillTokenCost, r)
+	c.PrefillAttnCost = scale(c.PrefillAttnCost, r*r)
+	c.AttnCost = scale(c.AttnCost, r)
+	c.CtxSize = int(float64(c.CtxSize) / r)
+	c.NBatch = int(float64(c.NBatch) / r)
+	c.BytesPerToken = int(float64(c.BytesPerToken) * r)
+	return c
+}

@@ -128,3 +128,24 @@ func TestOllamaTinyCPUKeepsAndEvictsAsMeasured(t *testing.T) {
 		}
 	}
 }
+
+// TestOllamaTinyCPUSimTokensPrefillsTheSameText: a prompt of n of the
+// simulator's tokens costs, in the sim-token preset, what n × r real
+// tokens cost in the fitted one, within 2 % (the chunks' step overheads
+// and the pair counts, n(n−1)/2·r² against rn(rn−1)/2, differ slightly).
+func TestOllamaTinyCPUSimTokensPrefillsTheSameText(t *testing.T) {
+	real, sim := ollamaFitConfig(t), mustPreset(t, PresetOllamaTinyCPUSimTokens)
+	sim.AnswerMin, sim.AnswerMax = 100000, 100000
+	for _, n := range []int{50, 200, 500} {
+		prefill := func(c Config, n int) float64 {
+			r := newPagedReplica(t, c)
+			r.Submit(0, Request{Tokens: toksFrom(7, n), NPredict: 1})
+			res, _ := runSlots(r, 0)
+			return ms(res[0].PromptTime())
+		}
+		want := prefill(real, int(math.Round(float64(n)*OllamaRealPerSimToken)))
+		if got := prefill(sim, n); math.Abs(got/want-1) > 0.02 {
+			t.Errorf("%d sim tokens: %.2f ms, %d real tokens in the fitted preset: %.2f ms", n, got, int(float64(n)*OllamaRealPerSimToken), want)
+		}
+	}
+}
