@@ -26,6 +26,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 type logs map[string]string
@@ -41,9 +42,12 @@ func (l logs) Set(v string) error {
 }
 
 // line is one "loading cache slot" line.
-type line struct{ prompt, used int }
+type line struct {
+	at           time.Time
+	prompt, used int
+}
 
-var slotRE = regexp.MustCompile(`msg="loading cache slot" id=\d+ cache=\d+ prompt=(\d+) used=(\d+)`)
+var slotRE = regexp.MustCompile(`^time=(\S+) .*msg="loading cache slot" id=\d+ cache=\d+ prompt=(\d+) used=(\d+)`)
 
 func readLog(path string) ([]line, error) {
 	f, err := os.Open(path)
@@ -56,9 +60,13 @@ func readLog(path string) ([]line, error) {
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		if m := slotRE.FindStringSubmatch(sc.Text()); m != nil {
-			p, _ := strconv.Atoi(m[1])
-			u, _ := strconv.Atoi(m[2])
-			out = append(out, line{p, u})
+			at, err := time.Parse(time.RFC3339Nano, m[1])
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", path, err)
+			}
+			p, _ := strconv.Atoi(m[2])
+			u, _ := strconv.Atoi(m[3])
+			out = append(out, line{at, p, u})
 		}
 	}
 	return out, sc.Err()
@@ -110,6 +118,25 @@ func run(runs, out string, ls logs) error {
 	return nil
 }
 
+// window is when a run ran (its JSON's started and finished, to the
+// second), widened by a second each way: only log lines in it are its.
+type window struct{ from, to time.Time }
+
+func (w window) has(t time.Time) bool { return !t.Before(w.from) && !t.After(w.to) }
+
+func runWindow(csvPath string) (window, error) {
+	js := strings.TrimSuffix(csvPath, ".csv") + ".json"
+	b, err := os.ReadFile(js)
+	if err != nil {
+		return window{}, err
+	}
+	var info struct{ Started, Finished time.Time }
+	if err := json.Unmarshal(b, &info); err != nil || info.Started.IsZero() || info.Finished.IsZero() {
+		return window{}, fmt.Errorf("%s: no \"started\" and \"finished\" (%v)", js, err)
+	}
+	return window{info.Started.Add(-time.Second), info.Finished.Add(time.Second)}, nil
+}
+
 // byStart sorts the runs' CSVs in the order the runs started (their
 // JSON's "started"; the run id breaks ties): the logs hold every run's
 // lines one after the other.
@@ -158,6 +185,10 @@ func fill(path, out string, lines map[string][]line, used map[string][]bool) err
 	}
 	start := func(i int) float64 { v, _ := strconv.ParseFloat(body[i][col["start_ms"]], 64); return v }
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(start(a), start(b)) })
+	w, err := runWindow(path)
+	if err != nil {
+		return err
+	}
 	missing := 0
 	for _, i := range order {
 		r := body[i]
@@ -165,7 +196,7 @@ func fill(path, out string, lines map[string][]line, used map[string][]bool) err
 			continue
 		}
 		n, _ := strconv.Atoi(r[col["prompt_n"]])
-		k := match(lines[r[col["replica"]]], used[r[col["replica"]]], n+mustAtoi(r[col["cache_n"]]))
+		k := match(lines[r[col["replica"]]], used[r[col["replica"]]], w, n+mustAtoi(r[col["cache_n"]]))
 		if k < 0 {
 			missing++
 			continue
@@ -187,10 +218,11 @@ func fill(path, out string, lines map[string][]line, used map[string][]bool) err
 	return os.WriteFile(filepath.Join(out, filepath.Base(js)), b, 0o644)
 }
 
-// match returns the first unused line of prompt length n, marking it, or -1.
-func match(ls []line, used []bool, n int) int {
+// match returns the first unused line in w of prompt length n, marking
+// it, or -1.
+func match(ls []line, used []bool, w window, n int) int {
 	for k, l := range ls {
-		if !used[k] && l.prompt == n {
+		if !used[k] && l.prompt == n && w.has(l.at) {
 			used[k] = true
 			return k
 		}
