@@ -32,6 +32,7 @@ type runFlags struct {
 	speed     *float64
 	scaleAt   *float64
 	noHeaders *bool
+	model     *string
 }
 
 // runTrafficFlags choose the traffic, the policies and the seeds.
@@ -66,6 +67,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	f.speed = fs.Float64("speed", defaultRunSpeed, "model time runs this many times faster than wall time (use the replicas' speed with --router; 1 for real llama.cpp)")
 	f.scaleAt = fs.Float64("scale-at", 0, "add a replica at this many seconds of model time into each run (0: no scale-up)")
 	f.noHeaders = fs.Bool("no-headers", false, "send OpenAI-style bodies only, without x-conversation-id and x-turn (the router detects conversations itself)")
+	f.model = fs.String("model", "", "the requests' \"model\" field (empty: left out; Ollama needs its model's name)")
 	f.external.register(fs)
 }
 
@@ -112,6 +114,7 @@ func (f *runFlags) spec(set map[string]bool) (spec experiment.Spec, closeLog fun
 		Speed:        *f.speed,
 		LoadDelay:    *f.embedded.loadDelay,
 		NoHeaders:    *f.noHeaders,
+		RequestModel: *f.model,
 		SharedCPU:    *f.embedded.sharedCPU,
 		RouterURL:    *f.external.routerURL,
 		AdminURL:     *f.external.adminURL,

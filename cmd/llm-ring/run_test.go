@@ -72,7 +72,7 @@ func TestRunFlagErrors(t *testing.T) {
 		{"stray argument", []string{"run", "--seed", "1", "bounded", "--out-dir", out}, `unexpected argument "bounded"`},
 		{"demo unknown policy", []string{"demo", "--policies", "mod-n", "nope", "--out-dir", out}, `unknown policy "nope"`},
 		{"demo zero replicas", []string{"demo", "--replicas", "0", "--out-dir", out}, "replicas must be between 1 and 1000"},
-		{"replica unknown preset", []string{"replica", "--replica-preset", "tpu"}, `--replica-preset: replica preset "tpu": unknown (known: cpu-qwen0.5b, gpu-h100-8b, vllm-4xh100-70b, vllm-h100-8b, vllm-l4-qwen0.5b)`},
+		{"replica unknown preset", []string{"replica", "--replica-preset", "tpu"}, `--replica-preset: replica preset "tpu": unknown (known: cpu-qwen0.5b, gpu-h100-8b, ollama-tiny-cpu, ollama-tiny-cpu-simtok, vllm-4xh100-70b, vllm-h100-8b, vllm-l4-qwen0.5b)`},
 		{"sim unknown preset", []string{"sim", "--replica-preset=tpu", "--out-dir", out}, `--replica-preset: replica preset "tpu": unknown`},
 	} {
 		var stdout, stderr bytes.Buffer

@@ -34,6 +34,7 @@ type driver struct {
 	convs   []traffic.Conversation
 	speed   float64
 	headers bool
+	model   string                 // the requests' "model" field
 	trace   []traffic.TraceRequest // if set, replayed open loop instead of convs
 	speedup float64                // divides the trace's timestamps
 	start   time.Time              // the run's start (wall)
@@ -185,7 +186,7 @@ func (d *driver) send(ctx context.Context, c *traffic.Conversation, t int, answe
 // post sends one chat request (streamed) and reads its answer into row;
 // hdr, if set, adds headers.
 func (d *driver) post(ctx context.Context, row record.Request, msgs []wire.ChatMessage, maxTokens int, hdr func(http.Header)) (record.Request, string, int) {
-	body, err := traffic.ChatBody("", msgs, maxTokens, true)
+	body, err := traffic.ChatBody(d.model, msgs, maxTokens, true)
 	if err != nil {
 		row.Error = "encode request: " + err.Error()
 		return row, "", 0

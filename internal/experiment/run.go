@@ -255,6 +255,7 @@ func (r *liveRun) newDriver(convs []traffic.Conversation) {
 		convs:   convs,
 		speed:   spec.Speed,
 		headers: !spec.NoHeaders && spec.Profile.Headers(),
+		model:   spec.RequestModel,
 		trace:   spec.Trace,
 		speedup: spec.TraceSpeedup,
 		base:    record.Request{RunID: r.pl.RunID, Policy: r.pl.Policy, Seed: r.pl.Seed},

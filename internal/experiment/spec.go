@@ -68,6 +68,9 @@ type Spec struct {
 	// NoHeaders sends OpenAI-style bodies only, without x-conversation-id
 	// and x-turn, so the router must find conversations itself.
 	NoHeaders bool
+	// RequestModel is the requests' "model" field ("" leaves it out:
+	// llama.cpp and the embedded replicas ignore it; Ollama requires it).
+	RequestModel string
 	// OutDir receives <run_id>.csv and <run_id>.json per run.
 	OutDir string
 	// Force overwrites runs already in OutDir instead of refusing.

@@ -32,11 +32,13 @@ const (
 )
 
 var presets = map[string]func() Config{
-	PresetCPU:          DefaultConfig,
-	PresetGPU:          GPUH100Llama8B,
-	PresetH100Llama8B:  func() Config { return RooflineH100Llama8B().Config() },
-	PresetH100Llama70B: func() Config { return RooflineH100Llama70B().Config() },
-	PresetL4Qwen05B:    func() Config { return RooflineL4Qwen05B().Config() },
+	PresetCPU:                    DefaultConfig,
+	PresetGPU:                    GPUH100Llama8B,
+	PresetH100Llama8B:            func() Config { return RooflineH100Llama8B().Config() },
+	PresetH100Llama70B:           func() Config { return RooflineH100Llama70B().Config() },
+	PresetL4Qwen05B:              func() Config { return RooflineL4Qwen05B().Config() },
+	PresetOllamaTinyCPU:          OllamaTinyCPU,
+	PresetOllamaTinyCPUSimTokens: OllamaTinyCPUSimTokens,
 }
 
 // PresetNames returns the names Preset knows, sorted.

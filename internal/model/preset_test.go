@@ -8,7 +8,7 @@ import (
 )
 
 func TestPresets(t *testing.T) {
-	if got := strings.Join(PresetNames(), ","); got != "cpu-qwen0.5b,gpu-h100-8b,vllm-4xh100-70b,vllm-h100-8b,vllm-l4-qwen0.5b" {
+	if got := strings.Join(PresetNames(), ","); got != "cpu-qwen0.5b,gpu-h100-8b,ollama-tiny-cpu,ollama-tiny-cpu-simtok,vllm-4xh100-70b,vllm-h100-8b,vllm-l4-qwen0.5b" {
 		t.Fatalf("PresetNames() = %s", got)
 	}
 	cpu, err := Preset(PresetCPU)
