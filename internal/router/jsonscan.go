@@ -59,7 +59,7 @@ func (s *reqScanner) end() bool { s.ws(); return s.i == len(s.b) }
 func (s *reqScanner) skip() bool {
 	switch s.peek() {
 	case '{':
-		return s.object(func(string) bool { return s.skip() })
+		return s.object(func([]byte) bool { return s.skip() })
 	case '[':
 		return s.array(func() bool { return s.skip() })
 	case '"':
@@ -86,7 +86,7 @@ func (s *reqScanner) literal(lit string) bool {
 
 // object reads an object, calling member for each key with the scanner
 // at its value; member must consume the value.
-func (s *reqScanner) object(member func(key string) bool) bool {
+func (s *reqScanner) object(member func(key []byte) bool) bool {
 	if !s.eat('{') || s.depth >= maxScanDepth {
 		return false
 	}
@@ -135,29 +135,19 @@ func (s *reqScanner) array(elem func() bool) bool {
 	}
 }
 
-// key reads an object key. A key that is not plain ASCII fails: struct
-// decoding in encoding/json folds keys with Unicode rules (K, ſ, İ…), which
-// the fast path does not follow.
-func (s *reqScanner) key() (string, bool) {
+// key reads an object key (its bytes alias the body unless it has
+// escapes). A key that is not plain ASCII fails: struct decoding in
+// encoding/json folds keys with Unicode rules (K, ſ, İ…), which the fast
+// path does not follow.
+func (s *reqScanner) key() ([]byte, bool) {
 	raw, esc, ok := s.rawString()
 	if !ok {
-		return "", false
+		return nil, false
 	}
 	if esc {
-		k := unquote(raw)
-		for i := 0; i < len(k); i++ {
-			if k[i] >= utf8.RuneSelf {
-				return "", false
-			}
-		}
-		return k, true
+		raw = []byte(unquote(raw))
 	}
-	for _, c := range raw {
-		if c >= utf8.RuneSelf {
-			return "", false
-		}
-	}
-	return string(raw), true
+	return raw, isASCII(raw)
 }
 
 // rawString reads a string: its bytes between the quotes and whether it

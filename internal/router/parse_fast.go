@@ -62,7 +62,7 @@ func parseChatFast(h http.Header, body []byte, rules *keyRules, hs *prefix.Hashe
 	c := fastChats.Get().(*fastChat)
 	defer func() { c.reset(); fastChats.Put(c) }()
 	s := reqScanner{b: body}
-	if s.peek() != '{' || !s.object(func(k string) bool { return c.member(&s, k, rules.bodyField) }) || !s.end() ||
+	if s.peek() != '{' || !s.object(func(k []byte) bool { return c.member(&s, k, rules.bodyField) }) || !s.end() ||
 		c.seen&(1<<memberMessages) == 0 || len(c.msgs) == 0 {
 		return p, false
 	}
@@ -84,8 +84,12 @@ func parseChatFast(h http.Header, body []byte, rules *keyRules, hs *prefix.Hashe
 }
 
 func memberIndex(key string) int {
+	return memberIndexBytes([]byte(key))
+}
+
+func memberIndexBytes(key []byte) int {
 	for i, m := range chatMembers {
-		if key == m {
+		if string(key) == m {
 			return i
 		}
 	}
@@ -93,9 +97,9 @@ func memberIndex(key string) int {
 }
 
 // member reads one top-level member's value.
-func (c *fastChat) member(s *reqScanner, key, bodyField string) bool {
-	i := memberIndex(key)
-	if i < 0 && key != "" && key == bodyField {
+func (c *fastChat) member(s *reqScanner, key []byte, bodyField string) bool {
+	i := memberIndexBytes(key)
+	if i < 0 && len(key) > 0 && string(key) == bodyField {
 		i = memberBodyKey
 	}
 	if i < 0 {
@@ -135,13 +139,33 @@ func (c *fastChat) member(s *reqScanner, key, bodyField string) bool {
 
 // foldsToMember reports whether key names a read member up to case:
 // encoding/json's struct decoding (PrepareStream's) would read it.
-func foldsToMember(key, bodyField string) bool {
+func foldsToMember(key []byte, bodyField string) bool {
 	for _, m := range chatMembers {
-		if strings.EqualFold(key, m) {
+		if foldEq(key, m) {
 			return true
 		}
 	}
-	return bodyField != "" && strings.EqualFold(key, bodyField)
+	return bodyField != "" && foldEq(key, bodyField)
+}
+
+// foldEq is strings.EqualFold for an ASCII key, without converting it.
+func foldEq(key []byte, name string) bool {
+	if len(key) != len(name) {
+		return false
+	}
+	for i := range key {
+		a, b := key[i], name[i]
+		if 'A' <= a && a <= 'Z' {
+			a += 'a' - 'A'
+		}
+		if 'A' <= b && b <= 'Z' {
+			b += 'a' - 'A'
+		}
+		if a != b {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *fastChat) readStream(s *reqScanner) bool {
@@ -182,8 +206,8 @@ func (c *fastChat) message(s *reqScanner) bool {
 	}
 	var m fastMsg
 	var seen uint8
-	ok := s.object(func(key string) bool {
-		switch key {
+	ok := s.object(func(key []byte) bool {
+		switch string(key) {
 		case "role":
 			if seen&1 != 0 || s.peek() != '"' {
 				return false
@@ -201,7 +225,7 @@ func (c *fastChat) message(s *reqScanner) bool {
 			m.text, ok = c.content(s)
 			return ok
 		}
-		if strings.EqualFold(key, "role") || strings.EqualFold(key, "content") {
+		if foldEq(key, "role") || foldEq(key, "content") {
 			return false
 		}
 		return s.skip()
@@ -285,15 +309,15 @@ func (s *reqScanner) part() (text string, isText, ok bool) {
 	}
 	var typ string
 	var seen uint8
-	ok = s.object(func(key string) bool {
+	ok = s.object(func(key []byte) bool {
 		var bit uint8
-		switch key {
+		switch string(key) {
 		case "type":
 			bit = 1
 		case "text":
 			bit = 2
 		default:
-			if strings.EqualFold(key, "type") || strings.EqualFold(key, "text") {
+			if foldEq(key, "type") || foldEq(key, "text") {
 				return false
 			}
 			return s.skip()
