@@ -200,25 +200,8 @@ func AddStreamOptions(body []byte) ([]byte, error) {
 
 // memberSpan finds the value of key among obj's top-level members: its
 // byte span [start, end). The last occurrence wins, as in encoding/json.
+// obj must be valid JSON (both callers' was decoded by encoding/json
+// first): this walks it without checking it (span.go).
 func memberSpan(obj []byte, key string) (start, end int, ok bool) {
-	dec := json.NewDecoder(bytes.NewReader(obj))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return 0, 0, false
-	}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return 0, 0, false
-		}
-		k, _ := t.(string)
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return 0, 0, false
-		}
-		if k == key {
-			e := int(dec.InputOffset())
-			start, end, ok = e-len(raw), e, true
-		}
-	}
-	return start, end, ok
+	return fastMemberSpan(obj, key)
 }
