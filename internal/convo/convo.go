@@ -12,7 +12,9 @@
 package convo
 
 import (
-	"strings"
+	"strconv"
+
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/llm-ring/llm-ring/internal/prefix"
 	"github.com/llm-ring/llm-ring/internal/wire"
@@ -42,7 +44,7 @@ type Routing struct {
 type Accumulator struct {
 	prefixChars int
 	hs          *prefix.Hasher
-	start       strings.Builder // system prompts before the first user message, then its first prefixChars runes
+	start       xxhash.Digest // of the start (wire.ConversationStart): system prompts before the first user message, then its first prefixChars runes
 	chars, turn int
 	firstUser   string
 }
@@ -53,6 +55,7 @@ type Accumulator struct {
 // caller resets it (its block size is its own).
 func (a *Accumulator) Reset(prefixChars int, hs *prefix.Hasher) {
 	*a = Accumulator{prefixChars: prefixChars, hs: hs}
+	a.start.Reset()
 }
 
 // Add appends one message. System (and developer) messages before the
@@ -66,12 +69,13 @@ func (a *Accumulator) Add(role, text string) {
 	}
 	switch role {
 	case "system", "developer":
-		if a.turn == 0 {
-			wire.ConversationStart(&a.start, role, text, a.prefixChars)
+		if a.turn == 0 { // wire.ConversationStart, hashed as it goes
+			a.start.WriteString(text)
+			a.start.Write(zero[:])
 		}
 	case "user":
 		if a.turn == 0 {
-			wire.ConversationStart(&a.start, role, text, a.prefixChars)
+			a.start.WriteString(wire.FirstChars(text, a.prefixChars))
 			a.firstUser = text
 		}
 		a.turn++
@@ -80,9 +84,19 @@ func (a *Accumulator) Add(role, text string) {
 
 // Routing returns what routing reads of the conversation so far.
 func (a *Accumulator) Routing() Routing {
-	r := Routing{Chars: a.chars, Key: wire.PrefixKey(a.start.String()), FirstUser: a.firstUser, Turn: a.turn}
+	r := Routing{Chars: a.chars, Key: a.key(), FirstUser: a.firstUser, Turn: a.turn}
 	if a.hs != nil {
 		r.Blocks = a.hs.Blocks()
 	}
 	return r
+}
+
+var zero [1]byte
+
+// key is wire.PrefixKey of the start, from its running hash, in one
+// allocation (TestRouting and TestKeyMatchesWire hold it to wire's).
+func (a *Accumulator) key() string {
+	var b [32]byte
+	k := append(b[:0], "prefix:"...)
+	return string(strconv.AppendUint(k, a.start.Sum64(), 16))
 }

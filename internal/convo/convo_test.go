@@ -73,3 +73,35 @@ func TestGrowing(t *testing.T) {
 		t.Errorf("after Reset: %+v", r)
 	}
 }
+
+// TestKeyMatchesWire: the accumulator's running hash of the start gives
+// wire.PrefixKey of the start wire.ConversationStart builds, multi-byte
+// characters, late system prompts and an empty conversation included.
+func TestKeyMatchesWire(t *testing.T) {
+	convs := [][]msg{
+		nil,
+		{{"user", "héllo wörld ünïcode 😀 prompt"}},
+		{{"system", "s"}, {"developer", ""}, {"user", "ab"}, {"system", "late"}, {"user", "second"}},
+		{{"assistant", "first"}, {"tool", "x"}, {"system", "sys"}},
+	}
+	for _, msgs := range convs {
+		for _, pc := range []int{0, 1, 5, 64} {
+			var a Accumulator
+			a.Reset(pc, nil)
+			var start strings.Builder
+			users := 0
+			for _, m := range msgs {
+				a.Add(m.role, m.text)
+				if users == 0 && (m.role == "system" || m.role == "developer" || m.role == "user") {
+					wire.ConversationStart(&start, m.role, m.text, pc)
+				}
+				if m.role == "user" {
+					users++
+				}
+			}
+			if got, want := a.Routing().Key, wire.PrefixKey(start.String()); got != want {
+				t.Errorf("%v, prefix %d: key %s, want %s", msgs, pc, got, want)
+			}
+		}
+	}
+}

@@ -155,19 +155,8 @@ func PrepareStream(body []byte) (newBody []byte, injected bool, err error) {
 	}
 	start, end, ok := memberSpan(body, "stream_options")
 	if !ok {
-		// Add the member before the object's closing brace.
-		close := bytes.LastIndexByte(body, '}')
-		if close < 0 {
-			return body, false, ErrNotObject
-		}
-		sep := ","
-		if len(bytes.TrimSpace(body[bytes.IndexByte(body, '{')+1:close])) == 0 {
-			sep = ""
-		}
-		out := make([]byte, 0, len(body)+40)
-		out = append(out, body[:close]...)
-		out = append(out, sep+`"stream_options":{"include_usage":true}`...)
-		return append(out, body[close:]...), true, nil
+		out, err := AddStreamOptions(body)
+		return out, err == nil, err
 	}
 	val := body[start:end]
 	var repl []byte
@@ -188,27 +177,31 @@ func PrepareStream(body []byte) (newBody []byte, injected bool, err error) {
 	return append(out, body[end:]...), true, nil
 }
 
+// AddStreamOptions is PrepareStream for a streamed request the caller
+// knows has no stream_options member (the router's one-pass parse saw the
+// whole object): it adds "stream_options":{"include_usage":true} before
+// the object's closing brace, keeping every other byte.
+func AddStreamOptions(body []byte) ([]byte, error) {
+	close := bytes.LastIndexByte(body, '}')
+	open := bytes.IndexByte(body, '{')
+	if close < 0 || open < 0 || open > close {
+		return body, ErrNotObject
+	}
+	sep := ","
+	if len(bytes.TrimSpace(body[open+1:close])) == 0 {
+		sep = ""
+	}
+	out := make([]byte, 0, len(body)+40)
+	out = append(out, body[:close]...)
+	out = append(out, sep...)
+	out = append(out, `"stream_options":{"include_usage":true}`...)
+	return append(out, body[close:]...), nil
+}
+
 // memberSpan finds the value of key among obj's top-level members: its
 // byte span [start, end). The last occurrence wins, as in encoding/json.
+// obj must be valid JSON (both callers' was decoded by encoding/json
+// first): this walks it without checking it (span.go).
 func memberSpan(obj []byte, key string) (start, end int, ok bool) {
-	dec := json.NewDecoder(bytes.NewReader(obj))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return 0, 0, false
-	}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return 0, 0, false
-		}
-		k, _ := t.(string)
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return 0, 0, false
-		}
-		if k == key {
-			e := int(dec.InputOffset())
-			start, end, ok = e-len(raw), e, true
-		}
-	}
-	return start, end, ok
+	return fastMemberSpan(obj, key)
 }

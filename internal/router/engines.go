@@ -26,6 +26,14 @@ func (f *flight) prepareStream() error {
 	if !f.p.stream || (f.kind != kindChat && f.kind != kindCompletions) {
 		return nil
 	}
+	if f.p.streamOptsAbsent { // the fast parse read the whole body: no member to look for
+		body, err := engine.AddStreamOptions(f.body)
+		if err != nil {
+			return badRequest("malformed JSON body: %v", err)
+		}
+		f.body, f.injected = body, true
+		return nil
+	}
 	body, injected, err := engine.PrepareStream(f.body)
 	if err != nil {
 		return badRequest("malformed JSON body: %v", err)

@@ -61,6 +61,9 @@ type parsed struct {
 	// first user message (chat) or the prompt's start.
 	blocks    []uint64
 	firstUser string
+	// streamOptsAbsent: the fast path read the whole body and saw no
+	// stream_options member (prepareStream need not look for one).
+	streamOptsAbsent bool
 }
 
 // keyRules says how to identify a conversation.
@@ -91,7 +94,24 @@ func badRequest(format string, args ...any) *httpError {
 //
 // hs, when not nil, hashes the prompt as the replica will see it into
 // blocks (p.blocks aliases its buffer: keep hs until the request ends).
+//
+// An OpenAI chat goes through the one-pass fast path (parse_fast.go) and,
+// when that declines, through parseJSON, as every other API does.
 func parseRequest(kind apiKind, h http.Header, body []byte, rules *keyRules, hs *prefix.Hasher) (parsed, error) {
+	if kind == kindChat {
+		if p, ok := parseChatFast(h, body, rules, hs); ok {
+			return p, nil
+		}
+		if hs != nil {
+			hs.Reset(hs.BlockChars()) // parseChatFast writes to it only on success; stay sure
+		}
+	}
+	return parseJSON(kind, h, body, rules, hs)
+}
+
+// parseJSON is parseRequest over encoding/json: a map of the top-level
+// members, then each field read from it.
+func parseJSON(kind apiKind, h http.Header, body []byte, rules *keyRules, hs *prefix.Hasher) (parsed, error) {
 	var p parsed
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(body, &top); err != nil {
@@ -131,23 +151,39 @@ func parseRequest(kind apiKind, h http.Header, body []byte, rules *keyRules, hs 
 		p.blocks = hs.Blocks()
 	}
 
-	// Conversation key: configured headers, then the body field, then the start.
+	var bodyKey string
+	if rules.bodyField != "" && headerKey(h, rules) == "" {
+		if raw, ok := top[rules.bodyField]; ok && !isNull(raw) {
+			if err := json.Unmarshal(raw, &bodyKey); err != nil {
+				return p, badRequest("%s: must be a string", rules.bodyField)
+			}
+		}
+	}
+	p.conversationKey(h, rules, bodyKey, startKey)
+	return p, nil
+}
+
+// headerKey is the first configured conversation header's value ("" if none).
+func headerKey(h http.Header, rules *keyRules) string {
+	for _, name := range rules.headers {
+		if v := strings.TrimSpace(h.Get(name)); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// conversationKey sets the conversation key: configured headers, then the
+// body field (bodyKey, its value), then the start; and the x-turn header.
+func (p *parsed) conversationKey(h http.Header, rules *keyRules, bodyKey, startKey string) {
 	for _, name := range rules.headers {
 		if v := strings.TrimSpace(h.Get(name)); v != "" {
 			p.key, p.keySource = v, "header:"+strings.ToLower(name)
 			break
 		}
 	}
-	if p.key == "" && rules.bodyField != "" {
-		if raw, ok := top[rules.bodyField]; ok && !isNull(raw) {
-			var s string
-			if err := json.Unmarshal(raw, &s); err != nil {
-				return p, badRequest("%s: must be a string", rules.bodyField)
-			}
-			if s != "" {
-				p.key, p.keySource = s, "body:"+rules.bodyField
-			}
-		}
+	if p.key == "" && bodyKey != "" {
+		p.key, p.keySource = bodyKey, "body:"+rules.bodyField
 	}
 	if p.key == "" {
 		p.key = startKey
@@ -158,7 +194,6 @@ func parseRequest(kind apiKind, h http.Header, body []byte, rules *keyRules, hs 
 			p.turn = n
 		}
 	}
-	return p, nil
 }
 
 // parseOutput reads whether the answer streams and how long it may be
