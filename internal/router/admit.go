@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -122,26 +123,42 @@ func (a *admitter) admit(ctx context.Context, w http.ResponseWriter, req *http.R
 	switch v.Outcome {
 	case admission.Admitted:
 		a.outcomes.WithLabelValues("admitted").Inc()
-		return admitted{tokens: it.Tokens}, true
+		return admitted{on: true, tokens: it.Tokens, priority: it.Priority, flow: it.Flow}, true
 	case admission.Shed:
 		a.shed(w, f, v)
 		return admitted{}, false
 	}
-	return admitted{tokens: it.Tokens, queued: true}, a.await(ctx, w, f, it, ch)
+	ok := a.await(ctx, w, f, it, ch)
+	return admitted{on: true, tokens: it.Tokens, queued: true, priority: it.Priority, flow: it.Flow,
+		wait: time.Since(time.Unix(0, it.Arrived))}, ok
 }
 
-// admitted is what the handler keeps of an admitted request.
+// admitted is what the handler keeps of an admitted request (its log line
+// and trace show it).
 type admitted struct {
-	tokens int64 // charged to its flow's budget (the estimate)
-	queued bool  // let go from the queue: pending until routed
+	on       bool
+	tokens   int64 // charged to its flow's budget (the estimate)
+	queued   bool  // let go from the queue: pending until routed
+	priority int
+	flow     string
+	wait     time.Duration // in the queue
+}
+
+// note is the admission line of the request's logged trace.
+func (ad *admitted) note() string {
+	how := "admitted at once"
+	if ad.queued {
+		how = fmt.Sprintf("waited %.1f ms in the queue", float64(ad.wait.Microseconds())/1000)
+	}
+	return fmt.Sprintf("\n  admission: band %d, flow %q: %s", ad.priority, clip(ad.flow, 64), how)
 }
 
 // done runs after an admitted request's answer ended: its flow's budget is
 // corrected with the counts the answer reported, and the released load may
 // let waiting requests go.
-func (a *admitter) done(req *http.Request, f *flight, ad admitted) {
+func (a *admitter) done(req *http.Request, f *flight) {
 	if out := f.out; out.Known {
-		a.correct(req, ad.tokens, int64(out.CacheN+out.PromptN+out.PredictedN))
+		a.correct(req, f.adm.tokens, int64(out.CacheN+out.PromptN+out.PredictedN))
 	}
 	a.kick()
 }

@@ -134,7 +134,8 @@ func TestAdmissionLive(t *testing.T) {
 	if f.calls.Load() != 5 {
 		t.Errorf("the replica saw %d requests, want 5 (never the cancelled one)", f.calls.Load())
 	}
-	if !h.waitLog(t, `"msg":"admission_cancelled"`) || !h.waitLog(t, `"reason":"queue-full"`) {
+	if !h.waitLog(t, `"msg":"admission_cancelled"`) || !h.waitLog(t, `"reason":"queue-full"`) ||
+		!h.waitLog(t, `admission: band 10, flow \"\": waited`) || !h.waitLog(t, `"queue_wait_ms":`) {
 		t.Errorf("log lacks the cancellation or the shed:\n%s", h.logText())
 	}
 }

@@ -77,7 +77,12 @@ func (r *Router) finish(ctx context.Context, f *flight) {
 	if f.fail != failNone {
 		attrs = append(attrs, slog.String("error_kind", f.fail.String()), slog.String("error", clip(f.errMsg, 512)))
 	}
-	attrs = append(attrs, slog.String("trace", clip(f.d.Format(), 4096)))
+	trace := f.d.Format()
+	if f.adm.on { // admission control (issue 22): its wait in the line and the trace
+		attrs = append(attrs, slog.Float64("queue_wait_ms", ms(f.adm.wait)), slog.Int("priority", f.adm.priority))
+		trace += f.adm.note()
+	}
+	attrs = append(attrs, slog.String("trace", clip(trace, 4096)))
 	r.log.LogAttrs(ctx, level, "request", attrs...)
 }
 

@@ -37,8 +37,10 @@ type flight struct {
 	// injected: the router added stream_options.include_usage to the body
 	// (prepareStream); the answer's usage-only chunk is removed again.
 	injected bool
-	failed   []string
-	tries    int
+	// adm is what admission control decided (adm.on: it was asked; issue 22).
+	adm    admitted
+	failed []string
+	tries  int
 
 	next *retryTo // the candidate a failed attempt goes to (retry); nil: none
 
@@ -99,17 +101,16 @@ func (r *Router) serveProxied(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	f.start = start
-	var ad admitted
 	if r.adm != nil { // admission control (issue 22): wait, or answer shed, before routing
-		if ad, ok = r.adm.admit(ctx, w, req, f); !ok {
+		if f.adm, ok = r.adm.admit(ctx, w, req, f); !ok {
 			return
 		}
-		defer r.adm.done(req, f, ad) // after finish: the budget corrected, a waiting request let go
+		defer r.adm.done(req, f) // after finish: the budget corrected, a waiting request let go
 	}
 	t0 := time.Now()
 	f.ticket, f.d, err = r.route(f, t0.UnixNano())
 	if r.adm != nil {
-		r.adm.routed(ad) // charged to the table (or refused): no longer pending
+		r.adm.routed(f.adm) // charged to the table (or refused): no longer pending
 	}
 	r.metrics.decision.Observe(time.Since(t0).Seconds())
 	if err != nil {
