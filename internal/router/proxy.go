@@ -101,7 +101,10 @@ func (r *Router) serveProxied(w http.ResponseWriter, req *http.Request) {
 	f.start = start
 	var ad admitted
 	if r.adm != nil { // admission control (issue 22): wait, or answer shed, before routing
-		if ad, ok = r.adm.admit(ctx, w, req, f); !ok {
+		w0 := time.Now()
+		ad, ok = r.adm.admit(ctx, w, req, f)
+		r.traceAdmission(ctx, w, w0, ad.queued, ok) // operator hook (issue 25): the admission on the span, tracing.go
+		if !ok {
 			return
 		}
 		defer r.adm.done(req, f, ad) // after finish: the budget corrected, a waiting request let go
