@@ -192,6 +192,7 @@ func startScenario(t *testing.T) *scenario {
 	cfg.Signals.Interval = config.Duration(20 * time.Millisecond)
 	cfg.Upstream.DialTimeout = config.Duration(200 * time.Millisecond)
 	cfg.Cluster = gossipAlone(t)
+	cfg.Admission.Enabled = true // its series are registered only when it is on
 	rt, err := router.New(router.Options{Config: cfg, NodeName: "router-0"})
 	if err != nil {
 		t.Fatal(err)

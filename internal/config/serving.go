@@ -30,6 +30,9 @@ type Admin struct {
 	// TokenFile holds the bearer token the admin API requires (required
 	// when Listen is set; surrounding white space is ignored).
 	TokenFile string `json:"token_file"`
+	// StatusPath is where the admin listener serves the status page
+	// (status_path.go); absent or "": "/".
+	StatusPath string `json:"status_path" cfg:"optional"`
 }
 
 // HealthCheck configures active health checks of the replicas.
@@ -76,6 +79,7 @@ func (c *Router) validateServing(bad func(key, format string, args ...any)) {
 	if c.Admin.Listen != "" && c.Admin.Listen == c.Listen && !strings.HasSuffix(c.Listen, ":0") {
 		bad("admin.listen", "must differ from listen (the admin API never shares the client listener)")
 	}
+	c.Admin.checkStatusPath(bad)
 	if c.Upstream.IdleTimeout <= 0 {
 		bad("upstream.idle_timeout", "must be > 0")
 	}

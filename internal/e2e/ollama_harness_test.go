@@ -85,7 +85,8 @@ type ollamaServer struct {
 // Ollama's own engine (OLLAMA_NEW_ENGINE): its llama.cpp runner aborts
 // when the multi-user cache forks a slot (GGML_ASSERT "seq_cp() is only
 // supported for full KV buffers", Ollama 0.17.4; docs/notes/ollama.md).
-func startOllamas(t *testing.T, bin string, n int) []ollamaServer {
+// env (KEY=value) is added last, so it overrides these.
+func startOllamas(t *testing.T, bin string, n int, env ...string) []ollamaServer {
 	t.Helper()
 	dir := t.TempDir()
 	models := filepath.Join(dir, "models")
@@ -102,6 +103,7 @@ func startOllamas(t *testing.T, bin string, n int) []ollamaServer {
 		cmd.Env = append(os.Environ(), "OLLAMA_HOST=127.0.0.1:"+strconv.Itoa(port), "OLLAMA_MODELS="+models,
 			"HOME="+dir, "OLLAMA_DEBUG=1", "OLLAMA_NUM_PARALLEL=4", "OLLAMA_MULTIUSER_CACHE=1", "OLLAMA_NEW_ENGINE=1",
 			"OLLAMA_KEEP_ALIVE=1h", "OLLAMA_NOPRUNE=1")
+		cmd.Env = append(cmd.Env, env...)
 		cmd.Stdout, cmd.Stderr = logf, logf
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

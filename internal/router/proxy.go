@@ -102,7 +102,10 @@ func (r *Router) serveProxied(w http.ResponseWriter, req *http.Request) {
 	}
 	f.start = start
 	if r.adm != nil { // admission control (issue 22): wait, or answer shed, before routing
-		if f.adm, ok = r.adm.admit(ctx, w, req, f); !ok {
+		w0 := time.Now()
+		f.adm, ok = r.adm.admit(ctx, w, req, f)
+		r.traceAdmission(ctx, w, w0, f.adm.queued, ok) // operator hook (issue 25): the admission on the span, tracing.go
+		if !ok {
 			return
 		}
 		defer r.adm.done(req, f) // after finish: the budget corrected, a waiting request let go

@@ -198,14 +198,17 @@ func (c *reportedCollector) Collect(ch chan<- prometheus.Metric) {
 
 // operator is the Router's issue-25 state (embedded in Router).
 type operator struct {
-	status  *statusBoard // the status page's records
-	tracing *tracing     // nil when tracing is off (tracing.go)
+	status     *statusBoard // the status page's records
+	tracing    *tracing     // nil when tracing is off (tracing.go)
+	statusPage string       // admin.status_path (default "/")
+	statusData string       // its status.json, beside it
 }
 
 // initOperator builds the status board and, when configured, the tracer
 // (called from initAdmin, in New).
 func (r *Router) initOperator() error {
 	r.status = newStatusBoard(r.reg, r)
+	r.statusPage, r.statusData = r.cfg.Admin.StatusPage()
 	return r.initTracing()
 }
 

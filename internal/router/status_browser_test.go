@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -198,6 +199,9 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if got := b.eval(`document.querySelectorAll("#decisions tbody tr").length`); got != "0" {
 		t.Errorf("decisions before any traffic: %s", got)
 	}
+	if got := b.eval(`document.querySelector("#admission").offsetParent === null`); got != "true" {
+		t.Errorf("the admission section is shown with admission off")
+	}
 	b.screenshot("status-idle.png")
 
 	for c := range 6 {
@@ -225,4 +229,48 @@ func TestStatusPageInBrowser(t *testing.T) {
 	}
 	b.eval(`document.querySelector("#decisions details").open = true`)
 	b.screenshot("status-traffic.png")
+}
+
+// TestStatusPageAdmissionInBrowser: at a configured path (admin.status_path)
+// and with admission on, the page shows the admission queue and follows it:
+// one request waiting while the pool is saturated, none once it drains.
+func TestStatusPageAdmissionInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a browser test")
+	}
+	chromiumPath(t)
+	capacity := 3
+	h := newHarness(t, "least-loaded", 1, withAdmin(t, "s3cret"), func(c *config.Router) {
+		c.Admission = config.Admission{Enabled: true, QueueThreshold: 1, QueueCapacity: &capacity}
+		c.Admin.StatusPath = "/ops/board"
+	})
+	f := h.fakes[0]
+	f.hold = make(chan struct{})
+	admin := httptest.NewServer(h.rt.AdminHandler())
+	t.Cleanup(admin.Close)
+	var wg sync.WaitGroup
+	out := make(chan [2]int, 4)
+	for n := 1; n <= 2; n++ {
+		h.send(context.Background(), &wg, n, "", out)
+	}
+	waitFor(t, "two requests at the replica", func() bool { return f.calls.Load() == 2 })
+	h.send(context.Background(), &wg, 3, "", out)
+	waitFor(t, "one request queued", func() bool { return h.rt.adm.queued() == 1 })
+
+	b := openBrowser(t, admin.URL+"/ops/board")
+	waitFor(t, "the queue on the page", func() bool {
+		return b.eval(`(document.querySelector("#admission-queued") || {}).textContent`) == `"1"`
+	})
+	if got := b.eval(`document.querySelector("#admission").offsetParent !== null`); got != "true" {
+		t.Errorf("the admission section is hidden with admission on")
+	}
+	if got := b.eval(`document.querySelector("#admission .badge").textContent`); got != `"saturated"` {
+		t.Errorf("pool badge %s, want saturated", got)
+	}
+	b.screenshot("status-admission.png")
+	close(f.hold)
+	wg.Wait()
+	waitFor(t, "the queue drained on the page", func() bool {
+		return b.eval(`document.querySelector("#admission-queued").textContent`) == `"0"`
+	})
 }

@@ -9,20 +9,15 @@ import (
 	"github.com/llm-ring/llm-ring/internal/cluster"
 )
 
-// The status page: GET / on the admin listener serves one self-contained
-// HTML page (no external assets, no build step) that polls GET
-// /status.json on the same listener. Both are read-only and, like the
+// The status page: GET admin.status_path (default /) on the admin listener
+// serves one self-contained HTML page (no external assets, no build step)
+// that polls GET status.json beside it (/status.json by default) on the
+// same listener. Both are read-only and, like the
 // client listener's /replicas and /metrics, need no bearer token; the
 // admin API's writes keep theirs.
 
 //go:embed status.html
 var statusHTML []byte
-
-// StatusPath and StatusDataPath are served on the admin listener.
-const (
-	StatusPath     = "/"
-	StatusDataPath = "/status.json"
-)
 
 // serveStatus answers the status page's two read-only routes and reports
 // whether it did (the admin handler's hook, before its token check).
@@ -31,7 +26,7 @@ func (r *Router) serveStatus(w http.ResponseWriter, req *http.Request) bool {
 		return false
 	}
 	switch req.URL.Path {
-	case StatusPath:
+	case r.statusPage:
 		h := w.Header()
 		h.Set("Content-Type", "text/html; charset=utf-8")
 		h.Set("Cache-Control", "no-store")
@@ -39,7 +34,7 @@ func (r *Router) serveStatus(w http.ResponseWriter, req *http.Request) bool {
 		h.Set("X-Content-Type-Options", "nosniff")
 		w.WriteHeader(http.StatusOK)
 		w.Write(statusHTML)
-	case StatusDataPath:
+	case r.statusData:
 		w.Header().Set("Cache-Control", "no-store")
 		writeJSON(w, http.StatusOK, r.statusInfo(time.Now()))
 	default:
@@ -48,7 +43,7 @@ func (r *Router) serveStatus(w http.ResponseWriter, req *http.Request) bool {
 	return true
 }
 
-// StatusInfo is the body of GET /status.json.
+// StatusInfo is the body of GET status.json.
 type StatusInfo struct {
 	Now              time.Time        `json:"now"`
 	Policy           string           `json:"policy"`
@@ -61,6 +56,7 @@ type StatusInfo struct {
 	Requests         int              `json:"requests"`  // recorded since start
 	Decisions        []DecisionInfo   `json:"decisions"` // newest first
 	Cluster          *cluster.Status  `json:"cluster,omitempty"`
+	Admission        *AdmissionInfo   `json:"admission,omitempty"` // status_admission.go
 }
 
 // StatusInterval is one history interval's totals; the rates are absent
@@ -103,7 +99,7 @@ func (r *Router) statusInfo(now time.Time) StatusInfo {
 	st := r.table.Status()
 	out := StatusInfo{Now: now, Policy: st.Policy, Draining: r.draining.Load(), Inflight: r.inflight.Load(),
 		PlacementEntries: st.Memory, Replicas: []ReplicaInfo{}, IntervalSeconds: int(statusBucket / time.Second),
-		Cluster: r.clusterStatus()}
+		Cluster: r.clusterStatus(), Admission: r.admissionInfo(now)}
 	peer := r.table.PeerLoad()
 	for i, x := range st.Replicas {
 		ri := ReplicaInfo{Name: x.Name, URL: x.URL, InflightRequests: x.Load.Requests, InflightTokens: x.Load.Tokens,

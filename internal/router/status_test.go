@@ -13,13 +13,16 @@ import (
 	"github.com/llm-ring/llm-ring/internal/wire"
 )
 
+// statusDataPath is where the page's data is by default.
+const statusDataPath = "/status.json"
+
 // getStatus reads GET /status.json from the admin handler, with no token.
 func getStatus(t *testing.T, h *harness) StatusInfo {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	h.rt.AdminHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, StatusDataPath, nil))
+	h.rt.AdminHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, statusDataPath, nil))
 	if rec.Code != http.StatusOK {
-		t.Fatalf("GET %s: %d %s", StatusDataPath, rec.Code, rec.Body)
+		t.Fatalf("GET %s: %d %s", statusDataPath, rec.Code, rec.Body)
 	}
 	var st StatusInfo
 	if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil {
@@ -34,7 +37,7 @@ func getStatus(t *testing.T, h *harness) StatusInfo {
 func TestStatusData(t *testing.T) {
 	h := newHarness(t, "llm-aware", 2, withAdmin(t, "s3cret"))
 	st := getStatus(t, h)
-	if len(st.Replicas) != 2 || st.Requests != 0 || len(st.Decisions) != 0 || len(st.History) != statusBuckets {
+	if len(st.Replicas) != 2 || st.Requests != 0 || len(st.Decisions) != 0 || len(st.History) != statusBuckets || st.Admission != nil {
 		t.Fatalf("before traffic: %+v", st)
 	}
 	for turn := 1; turn <= 3; turn++ {
@@ -93,7 +96,7 @@ func TestStatusPage(t *testing.T) {
 	if rec.Code != http.StatusUnauthorized {
 		t.Errorf("POST /admin/reset without a token: %d, want 401", rec.Code)
 	}
-	for _, p := range []string{"/", StatusDataPath} {
+	for _, p := range []string{"/", statusDataPath} {
 		r, err := http.Get(h.srv.URL + p)
 		if err != nil {
 			t.Fatal(err)

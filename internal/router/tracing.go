@@ -171,3 +171,29 @@ func (r *Router) traceFinish(f *flight, c counts) {
 		span.SetStatus(codes.Error, clip(f.errMsg, 512))
 	}
 }
+
+// traceAdmission records admission's verdict on the request's span: how
+// long the request waited in the router's queue (0 when admitted at once),
+// and the outcome as llm_ring_admission_total counts it (admitted,
+// admitted-after-wait, shed-<reason>, cancelled). A shed request's reason
+// is the header the shed answer carries.
+func (r *Router) traceAdmission(ctx context.Context, w http.ResponseWriter, since time.Time, queued, ok bool) {
+	if r.tracing == nil {
+		return
+	}
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	outcome := "admitted"
+	switch reason := w.Header().Get(HeaderShedReason); {
+	case !ok && reason != "":
+		outcome = "shed-" + reason
+	case !ok:
+		outcome = "cancelled"
+	case queued:
+		outcome = "admitted-after-wait"
+	}
+	span.SetAttributes(attribute.String("llm_ring.admission.outcome", outcome),
+		attribute.Float64("llm_ring.admission.wait_ms", ms(time.Since(since))))
+}

@@ -71,6 +71,10 @@ var expectations = map[string]expectation{
 	// not a lost peer).
 	"LLMRingReplicaQueueGrowing": {"", []string{"healthy", "collapse", "outage"}},
 	"LLMRingClusterPeersLost":    {"", []string{"healthy", "collapse", "outage"}},
+	// The recording's router has admission on, with an empty queue and
+	// nothing shed: quiet here; TestAdmissionAlerts makes them fire.
+	"LLMRingAdmissionQueueGrowing": {"", []string{"healthy", "collapse", "outage"}},
+	"LLMRingAdmissionShedding":     {"", []string{"healthy", "collapse", "outage"}},
 }
 
 // TestAlertRules loads the rule file as Prometheus does (strict, validated),
@@ -184,4 +188,54 @@ func firingIn(firing []bool, span phase) bool {
 		}
 	}
 	return false
+}
+
+// admissionLoad is a synthetic 30 minutes of an admitting router: the
+// queue grows by one a minute and 1 in 11 requests is shed (load), or
+// the queue stays empty and 1 in 101 is shed (quiet).
+const admissionLoad = `load 1m
+  llm_ring_admission_queue_length{instance="r",job="llm-ring"} 0+1x30
+  llm_ring_admission_total{instance="r",job="llm-ring",outcome="admitted"} 0+100x30
+  llm_ring_admission_total{instance="r",job="llm-ring",outcome="shed-timeout"} 0+10x30
+`
+
+const admissionQuiet = `load 1m
+  llm_ring_admission_queue_length{instance="r",job="llm-ring"} 0+0x30
+  llm_ring_admission_total{instance="r",job="llm-ring",outcome="admitted"} 0+100x30
+  llm_ring_admission_total{instance="r",job="llm-ring",outcome="shed-timeout"} 0+1x30
+`
+
+// TestAdmissionAlerts evaluates the admission alerts on synthetic series
+// (the recording sheds nothing): they fire on a growing queue and a 9%
+// shed share, and stay quiet on an empty queue and a 1% share.
+func TestAdmissionAlerts(t *testing.T) {
+	p := parser.NewParser(parser.Options{})
+	groups, errs := rulefmt.ParseFile(rulesFile, false, model.UTF8Validation, p, slog.Default())
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	for name, script := range map[string]string{"load": admissionLoad, "quiet": admissionQuiet} {
+		storage := promqltest.LoadedStorage(t, script)
+		engine := promqltest.NewTestEngine(t, false, 0, 1_000_000)
+		query := rules.EngineQueryFunc(engine, storage)
+		n := 0
+		for _, g := range groups.Groups {
+			for _, r := range g.Rules {
+				if !strings.HasPrefix(r.Alert, "LLMRingAdmission") {
+					continue
+				}
+				n++
+				firing := evalAlert(t, p, r, query, 30)
+				fired := firingIn(firing, phase{0, 30})
+				t.Logf("%s on %s: fires %v", r.Alert, name, fired)
+				if fired != (name == "load") {
+					t.Errorf("%s on the %s series: fires %v, want %v", r.Alert, name, fired, name == "load")
+				}
+			}
+		}
+		storage.Close()
+		if n != 2 {
+			t.Fatalf("%d admission alerts in %s, want 2", n, rulesFile)
+		}
+	}
 }
