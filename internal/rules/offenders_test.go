@@ -16,7 +16,6 @@ internal/analysis/arena_charts.go paretoPlot 96
 internal/analysis/charts.go barPanel 86
 internal/analysis/metrics.go ComputeMetrics 98
 internal/analysis/summary.go Summarize 83
-internal/sim/sim.go 676
 internal/simrun/batch.go RunJobs 84
 internal/simrun/sweep.go WriteSweepChart 125
 # proxy

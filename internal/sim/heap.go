@@ -23,6 +23,8 @@ const (
 	// evGossip: the oldest published change reaches the other router
 	// instances (routers.go).
 	evGossip
+	// evExpire: admission's expiry timer (admit.go).
+	evExpire
 )
 
 // event is one entry of the event queue.

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -74,6 +73,14 @@ type user struct {
 	replica int32
 	sent    time.Duration
 	ttft    time.Duration
+
+	// Admission (admit.go): the request's band and flow, its estimated
+	// tokens, whether it waits in the queue, and how long it waited.
+	prio   int
+	flow   string
+	tokens int64
+	queued bool
+	wait   time.Duration
 }
 
 // replicaRef locates a replica in the model: member `member` of group
@@ -91,7 +98,7 @@ type flight struct {
 }
 
 // codes are the HTTP statuses a simulated request can end with.
-var codes = [...]int{200, 400, 502, 503}
+var codes = [...]int{200, 400, 429, 502, 503}
 
 func codeIndex(code int) int {
 	for i, c := range codes {
@@ -150,6 +157,7 @@ type sim struct {
 	cacheLost                    int64
 	lastEnd, scaleAt, scaleReady time.Duration
 	scaled                       bool
+	adm                          *admState // nil: admission off
 }
 
 // Run simulates one run and writes its rows to rows, in the order requests
@@ -203,6 +211,9 @@ func newSim(spec *Spec, rows RowWriter) (*sim, error) {
 		s.hash = func(k string) uint64 { return h([]byte(k)) }
 	}
 	s.newRouters(scfg, pol)
+	if spec.Admission != nil {
+		s.adm = newAdmState(spec.Admission)
+	}
 	if spec.SharedCPU {
 		g, err := model.NewGroup(true)
 		if err != nil {
@@ -307,19 +318,9 @@ func (s *sim) loop(ctx context.Context) error {
 		if e.kind == evWake && (e.ver != s.wakeVer[e.who] || s.dead[e.who]) {
 			continue // the group's next event moved since (or its replica failed)
 		}
-		if e.kind == evGossip {
-			// Not counted in Events either: it carries what routing
-			// learned, it changes no replica.
-			s.now = e.at
-			s.deliver(e.who, e.ver == 1)
-			continue
-		}
-		if e.kind == evSample {
-			// Not counted in Events: sampling observes; it changes nothing
-			// the study's policies read.
-			s.now = e.at
-			if s.q.len() > 0 {
-				s.sample()
+		if handled, err := s.observe(&e); handled || err != nil {
+			if err != nil {
+				return err
 			}
 			continue
 		}
@@ -349,15 +350,45 @@ func (s *sim) loop(ctx context.Context) error {
 		case evScaleReady:
 			s.join(e.who)
 			s.scaleReady = s.now
+			if err := s.admitStep(); err != nil {
+				return err
+			}
 		case evReplica:
 			if err := s.replicaEvent(&s.prof.ReplicaEvents[e.who]); err != nil {
 				return err
 			}
 		case evJoin:
 			s.join(e.who)
+			if err := s.admitStep(); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// observe handles the events that change no replica and are not counted in
+// Events: gossip deliveries (they carry what routing learned), the
+// replicas' reports (sampling observes; it changes nothing the study's
+// policies read) and admission's timer.
+func (s *sim) observe(e *event) (bool, error) {
+	switch e.kind {
+	case evGossip:
+		s.now = e.at
+		s.deliver(e.who, e.ver == 1)
+	case evSample:
+		s.now = e.at
+		if s.q.len() > 0 {
+			s.sample()
+		}
+		return true, s.admitStep()
+	case evExpire:
+		s.now = e.at
+		return true, s.expire(e.at)
+	default:
+		return false, nil
+	}
+	return true, nil
 }
 
 // startConversation makes user u start conversation idx (if the run has
@@ -424,48 +455,12 @@ func (s *sim) send(u int32) error {
 	// reading the prompt.
 	prompt := model.AppendGenerationPrompt(us.toks)
 	us.toks = prompt[:len(us.toks)]
-	us.sent, us.ttft = s.now, 0
+	us.sent, us.ttft, us.wait = s.now, 0, 0
 	s.res.Sent++
-
-	in := state.Input{Key: us.key, Hash: us.hash, Chars: us.chars, MaxTokens: turn.MaxTokens,
-		Blocks: us.blocks.Blocks(), FirstUser: c.Turns[0].User}
-	us.router = s.routerOf(us)
-	tk, d, err := s.tables[us.router].Route(in, int64(s.now))
-	if err != nil {
-		if !errors.Is(err, state.ErrNoReplica) {
-			return err
-		}
-		us.replica, us.reason, us.ticket = -1, "", state.Ticket{}
-		return s.fail(u, 503, ErrTextNoReplica)
+	if s.adm != nil {
+		return s.offer(u)
 	}
-	r := s.snapIdx[tk.Index]
-	us.ticket, us.reason, us.replica = tk, d.Reason, r
-	ref := &s.reps[r]
-	id, err := s.groups[ref.group].Submit(s.now, int(ref.member), model.Request{Tokens: prompt, NPredict: turn.MaxTokens})
-	if err != nil {
-		// The replica refuses it (llama.cpp answers 400, e.g. a prompt over
-		// the slot's context): the router releases the load, nothing is
-		// learned.
-		s.tables[us.router].Release(&us.ticket, state.Outcome{}, int64(s.now))
-		s.reschedule(ref.group)
-		return s.fail(u, 400, err.Error())
-	}
-	s.flights[r] = append(s.flights[r], flight{id, u})
-	s.reschedule(ref.group)
-	return nil
-}
-
-// fail records the user's request as failed with status and text, and ends
-// the conversation: without an answer, its next turn cannot be written.
-func (s *sim) fail(u int32, status int, text string) error {
-	us := &s.users[u]
-	s.res.Failed++
-	s.count(us, status)
-	if err := s.writeRow(us, status, errorText(status, text), nil, s.now); err != nil {
-		return err
-	}
-	s.startConversation(u, us.convIdx+s.prof.Concurrency, s.now)
-	return nil
+	return s.route(u)
 }
 
 // reschedule makes sure group g's next model event is on the queue.
@@ -514,7 +509,7 @@ func (s *sim) wake(g int32) error {
 	}
 	clear(s.evs) // drop the results
 	s.reschedule(g)
-	return nil
+	return s.admitStep()
 }
 
 // complete ends the user's request with the replica's answer: release the
@@ -532,6 +527,9 @@ func (s *sim) complete(u int32, res *model.Result, at time.Duration) error {
 	}, int64(at))
 	if fb.CacheLost {
 		s.cacheLost++
+	}
+	if s.adm != nil { // the flow's budget learns the answer's counts, as the router's does
+		s.adm.c.Budgets().Charge(us.flow, int64(res.CacheN+res.PromptN+res.PredictedN)-us.tokens, int64(at))
 	}
 	s.res.Completed++
 	s.count(us, 200)
@@ -582,95 +580,4 @@ func (s *sim) sample() {
 		}
 	}
 	s.q.push(s.now+s.sampleEvery, evSample, 0, 0)
-}
-
-// writeRow writes the row of the user's current request, ended at `end`.
-func (s *sim) writeRow(us *user, status int, errText string, res *model.Result, end time.Duration) error {
-	r := &s.row
-	*r = record.Request{
-		RunID:        s.spec.RunID,
-		Policy:       s.spec.Policy,
-		Seed:         s.spec.Seed,
-		Conversation: us.conv.ID,
-		Turn:         us.turn + 1,
-		EstPrompt:    us.ticket.EstPrompt,
-		TTFTMS:       ms(us.ttft),
-		LatencyMS:    ms(end - us.sent),
-		Status:       status,
-		Error:        errText,
-		StartMS:      ms(us.sent),
-		EndMS:        ms(end),
-	}
-	if us.replica >= 0 {
-		r.Replica = s.reps[us.replica].name
-		r.Reason = us.reason.String()
-	}
-	if res != nil {
-		r.CacheN, r.PromptN, r.PredictedN = res.CacheN, res.PromptN, res.PredictedN
-	}
-	s.lastEnd = max(s.lastEnd, end)
-	return s.rows.Write(r)
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// finish fills the run's JSON document.
-func (s *sim) finish() {
-	sp := s.spec
-	info := &s.res.Info
-	*info = record.Run{
-		RunID:      sp.RunID,
-		Policy:     sp.Policy,
-		Seed:       sp.Seed,
-		Profile:    sp.Profile.Name,
-		Mode:       Mode,
-		Replicas:   sp.Replicas,
-		Order:      sp.Order,
-		DurationMS: ms(s.lastEnd),
-		Requests:   s.res.Completed + s.res.Failed,
-		Errors:     s.res.Failed,
-		Config:     runConfig(sp),
-		Metrics:    s.metrics(),
-	}
-	if s.scaled {
-		info.ScaleAtMS = ms(s.scaleAt)
-		info.ScaleReplica = ReplicaName(sp.Replicas)
-		if s.scaleReady > 0 {
-			info.ScaleReadyMS = ms(s.scaleReady)
-		}
-	}
-}
-
-// metrics returns the router's final counters as the live runner records
-// them (name{labels} → value, labels in alphabetical order), plus the
-// simulator's own counts.
-func (s *sim) metrics() map[string]float64 {
-	m := map[string]float64{
-		`llm_ring_prompt_tokens_total{kind="cached"}`:    float64(s.cached),
-		`llm_ring_prompt_tokens_total{kind="processed"}`: float64(s.prompted),
-		"llm_ring_predicted_tokens_total":                float64(s.predicted),
-		"llm_ring_cache_lost_total":                      float64(s.cacheLost),
-		"llm_ring_failovers_total":                       0,
-		"sim_events_total":                               float64(s.res.Events),
-		"sim_model_events_total":                         float64(s.res.ModelEvents),
-	}
-	for k, n := range s.counters {
-		rname := ""
-		if k.replica >= 0 {
-			rname = s.reps[k.replica].name
-		}
-		m[fmt.Sprintf(`llm_ring_requests_total{code="%d",policy="%s",reason="%s",replica="%s"}`,
-			k.code, s.polName, k.reason, rname)] += float64(n) // a replica that returned has two slots
-	}
-	var evictions, saves, loads int64
-	for _, ref := range s.reps {
-		st := s.groups[ref.group].Server(int(ref.member)).Stats()
-		evictions += st.CacheEvictions
-		saves += st.CacheSaves
-		loads += st.CacheLoads
-	}
-	m["sim_ram_cache_evictions_total"] = float64(evictions)
-	m["sim_ram_cache_saves_total"] = float64(saves)
-	m["sim_ram_cache_loads_total"] = float64(loads)
-	return s.engineMetrics(m)
 }

@@ -73,6 +73,9 @@ type Spec struct {
 	// Hash, when set, replaces the ring's hash and the conversation-key
 	// hash (tests inject a readable one); nil means xxhash64, as the router.
 	Hash ring.Hash
+	// Admission, when set, puts admission control in front of routing
+	// (admit.go); nil: every request is routed at once, as before.
+	Admission *Admission
 }
 
 // Source produces conversation i of a run; *traffic.Generator is one.
@@ -120,6 +123,14 @@ func (s *Spec) Validate() error {
 		}
 		if err := traffic.ValidateReplicaEvents(s.Replicas, s.Profile.ReplicaEvents); err != nil {
 			errs = append(errs, fmt.Errorf("profile %s with %d replicas: %w", s.Profile.Name, s.Replicas, err))
+		}
+	}
+	if s.Admission != nil {
+		if err := s.Admission.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+		if s.Routers > 1 {
+			errs = append(errs, errors.New("admission: needs one router instance (--routers 1)"))
 		}
 	}
 	if err := s.Model.Validate(); err != nil {
@@ -261,6 +272,9 @@ func runConfig(s *Spec) map[string]any {
 		},
 		"scale_at_s":   s.ScaleAt.Seconds(),
 		"load_delay_s": s.LoadDelay.Seconds(),
+	}
+	if s.Admission != nil { // absent without: earlier runs' files stay the same
+		out["admission"] = admConfig(s.Admission)
 	}
 	if s.Routers > 1 { // absent for one router: earlier runs' files stay the same
 		out["routers"] = map[string]any{"instances": s.Routers, "gossip": s.Gossip, "gossip_delay": s.GossipDelay.String()}

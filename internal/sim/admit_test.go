@@ -1,0 +1,198 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/llm-ring/llm-ring/internal/admission"
+	"github.com/llm-ring/llm-ring/internal/config"
+	"github.com/llm-ring/llm-ring/internal/record"
+	"github.com/llm-ring/llm-ring/internal/traffic"
+)
+
+// burst is n one-turn conversations c0 … c(n-1), all sent at t = 0 (one
+// user each), on one replica of one slot that reports nothing: the pool's
+// score is (in flight − 1) / queue_threshold.
+func burstSpec(n int, adm *Admission) (Spec, fixed) {
+	convs := make(fixed, n)
+	for i := range convs {
+		convs[i] = traffic.Conversation{ID: fmt.Sprintf("c%d", i), Turns: []traffic.Turn{{User: "Hello there, how are you?", MaxTokens: 4}}}
+	}
+	router := DefaultRouter()
+	router.Signals.Interval = config.Duration(0)
+	prof := tinyProfile(n, n)
+	prof.TurnsMax = 1
+	return Spec{RunID: "adm", Policy: "llm-aware", Seed: 1, Profile: prof, Replicas: 1, Model: tinyModel(0),
+		Router: router, Source: convs, Admission: adm}, convs
+}
+
+func admSettings(capacity int) admission.Settings {
+	s := admission.Defaults()
+	s.Enabled, s.QueueThreshold, s.QueueCapacity = true, 1, capacity
+	return s
+}
+
+// byConv indexes a run's rows by conversation (the admission tag cut off).
+func byConv(t *testing.T, rows rowsOf) map[string]record.Request {
+	t.Helper()
+	out := map[string]record.Request{}
+	for _, r := range rows {
+		base, _, ok := admission.ParseRowTag(r.Conversation)
+		if !ok {
+			t.Fatalf("row %q has no admission tag", r.Conversation)
+		}
+		if _, dup := out[base]; dup {
+			t.Fatalf("%s ended twice", base)
+		}
+		out[base] = r
+	}
+	return out
+}
+
+func wait(t *testing.T, r record.Request) float64 {
+	_, tag, _ := admission.ParseRowTag(r.Conversation)
+	return tag.WaitMS
+}
+
+// TestAdmissionBurst: six requests at once, queue of two. c0 and c1 are
+// admitted at once (0, then 1 in flight: score 0); c2 and c3 find two in
+// flight (score 1, saturated) and wait; c4 and c5 find the queue full and
+// are shed (429, no replica). c2 is dispatched when c0's answer ends, c3
+// when c1's does: their waits are those ends.
+func TestAdmissionBurst(t *testing.T) {
+	sp, _ := burstSpec(6, &Admission{Settings: admSettings(2)})
+	var rows rowsOf
+	res, err := Run(context.Background(), sp, &rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := byConv(t, rows)
+	if len(got) != 6 || res.Sent != 6 {
+		t.Fatalf("%d rows, %d sent, want 6 and 6", len(got), res.Sent)
+	}
+	for _, c := range []string{"c0", "c1", "c2", "c3"} {
+		if got[c].Status != 200 || got[c].Replica != "llm-0" {
+			t.Errorf("%s: status %d on %q, want 200 on llm-0", c, got[c].Status, got[c].Replica)
+		}
+	}
+	for _, c := range []string{"c4", "c5"} {
+		r := got[c]
+		if r.Status != 429 || r.Replica != "" || !strings.Contains(r.Error, "queue-full") || r.CacheN+r.PromptN != 0 {
+			t.Errorf("%s: status %d on %q (%q), want 429 queue-full at no replica", c, r.Status, r.Replica, r.Error)
+		}
+	}
+	if w0, w1 := wait(t, got["c0"]), wait(t, got["c1"]); w0 != 0 || w1 != 0 {
+		t.Errorf("c0, c1 waited %v, %v ms, want 0", w0, w1)
+	}
+	if w, end := wait(t, got["c2"]), got["c0"].EndMS; w != end || w == 0 {
+		t.Errorf("c2 waited %v ms, want c0's end %v", w, end)
+	}
+	if w, end := wait(t, got["c3"]), got["c1"].EndMS; w != end {
+		t.Errorf("c3 waited %v ms, want c1's end %v", w, end)
+	}
+	m := res.Info.Metrics
+	if m[`llm_ring_admission_total{outcome="admitted"}`] != 2 || m[`llm_ring_admission_total{outcome="admitted-after-wait"}`] != 2 ||
+		m[`llm_ring_admission_total{outcome="shed-queue-full"}`] != 2 {
+		t.Errorf("admission counters %v", m)
+	}
+}
+
+// TestAdmissionDeadline: with a TTFT SLO of 1 ms the waiting c2 and c3 are
+// shed by the expiry timer one nanosecond after their deadline.
+func TestAdmissionDeadline(t *testing.T) {
+	sp, _ := burstSpec(4, &Admission{Settings: admSettings(2), SLOTTFT: 1e6})
+	var rows rowsOf
+	if _, err := Run(context.Background(), sp, &rows); err != nil {
+		t.Fatal(err)
+	}
+	got := byConv(t, rows)
+	for _, c := range []string{"c2", "c3"} {
+		r := got[c]
+		if r.Status != 429 || !strings.Contains(r.Error, "deadline") || r.EndMS != 1.000001 {
+			t.Errorf("%s: status %d (%q) at %v ms, want 429 deadline at 1.000001 ms", c, r.Status, r.Error, r.EndMS)
+		}
+	}
+}
+
+// TestAdmissionBands: c2, c3 (band 0) wait; c4 (band 10) arrives to a
+// full queue and displaces the newest of the lower band, c3; then it goes
+// first: c4 is dispatched at c0's end, c2 at c1's.
+func TestAdmissionBands(t *testing.T) {
+	sp, _ := burstSpec(5, &Admission{Settings: admSettings(2), Bands: []int{0, 0, 0, 0, 10}})
+	var rows rowsOf
+	if _, err := Run(context.Background(), sp, &rows); err != nil {
+		t.Fatal(err)
+	}
+	got := byConv(t, rows)
+	if r := got["c3"]; r.Status != 429 || !strings.Contains(r.Error, "displaced") {
+		t.Errorf("c3: status %d (%q), want 429 displaced", r.Status, r.Error)
+	}
+	if w, end := wait(t, got["c4"]), got["c0"].EndMS; w != end {
+		t.Errorf("c4 (band 10) waited %v ms, want c0's end %v", w, end)
+	}
+	if w, end := wait(t, got["c2"]), got["c1"].EndMS; w != end {
+		t.Errorf("c2 waited %v ms, want c1's end %v", w, end)
+	}
+}
+
+// TestAdmissionProperties: an open-loop workload well over capacity, two
+// bands and four flows: every request ends in exactly one row; a shed one
+// reached no replica and has no wait; one that waited reached a replica.
+// Without admission the same spec's rows carry no tag.
+func TestAdmissionProperties(t *testing.T) {
+	w, err := traffic.LoadWorkload(os.DirFS("."), "low-sharing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := traffic.Stages{Rates: []float64{40}, StageS: 3, Poisson: true}
+	reqs := w.Requests(traffic.OpenArrivals(st, 3), 3)
+	prof, src, err := WorkloadRun("chat", reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := admission.Defaults()
+	set.Enabled, set.QueueCapacity = true, 16
+	adm := &Admission{Settings: set, SLOTTFT: 2e9, HighShare: 0.2, HighPriority: 10, Tenants: 4, FloodShare: 0.5}
+	sp := Spec{RunID: "p", Policy: "llm-aware", Seed: 3, Profile: prof, Replicas: 2, Model: tinyModel(0),
+		Router: DefaultRouter(), Source: src(), Admission: adm}
+	var rows rowsOf
+	res, err := Run(context.Background(), sp, &rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := byConv(t, rows)
+	if len(got) != res.Sent || res.Sent != len(reqs) {
+		t.Fatalf("%d rows for %d sent, %d requests", len(got), res.Sent, len(reqs))
+	}
+	var shed, waited int
+	for c, r := range got {
+		switch {
+		case r.Status == 429:
+			shed++
+			if r.Replica != "" || wait(t, r) != 0 {
+				t.Errorf("%s: shed, yet on %q after %v ms", c, r.Replica, wait(t, r))
+			}
+		case wait(t, r) > 0:
+			waited++
+			if r.Replica == "" {
+				t.Errorf("%s: waited, then reached no replica", c)
+			}
+		}
+	}
+	if shed == 0 || waited == 0 {
+		t.Errorf("%d shed, %d waited: the load should make both happen", shed, waited)
+	}
+	sp.Admission, sp.Source = nil, src()
+	rows = nil
+	if _, err := Run(context.Background(), sp, &rows); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if _, _, ok := admission.ParseRowTag(r.Conversation); ok || r.Status == 429 {
+			t.Fatalf("admission off: row %q status %d", r.Conversation, r.Status)
+		}
+	}
+}

@@ -1,0 +1,105 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/llm-ring/llm-ring/internal/admission"
+	"github.com/llm-ring/llm-ring/internal/model"
+	"github.com/llm-ring/llm-ring/internal/record"
+)
+
+// writeRow writes the row of the user's current request, ended at `end`.
+func (s *sim) writeRow(us *user, status int, errText string, res *model.Result, end time.Duration) error {
+	r := &s.row
+	*r = record.Request{
+		RunID:        s.spec.RunID,
+		Policy:       s.spec.Policy,
+		Seed:         s.spec.Seed,
+		Conversation: us.conv.ID,
+		Turn:         us.turn + 1,
+		EstPrompt:    us.ticket.EstPrompt,
+		TTFTMS:       ms(us.ttft),
+		LatencyMS:    ms(end - us.sent),
+		Status:       status,
+		Error:        errText,
+		StartMS:      ms(us.sent),
+		EndMS:        ms(end),
+	}
+	if s.adm != nil {
+		r.Conversation = admission.RowTag{Priority: us.prio, Flow: us.flow, WaitMS: ms(us.wait)}.Append(r.Conversation)
+	}
+	if us.replica >= 0 {
+		r.Replica = s.reps[us.replica].name
+		r.Reason = us.reason.String()
+	}
+	if res != nil {
+		r.CacheN, r.PromptN, r.PredictedN = res.CacheN, res.PromptN, res.PredictedN
+	}
+	s.lastEnd = max(s.lastEnd, end)
+	return s.rows.Write(r)
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// finish fills the run's JSON document.
+func (s *sim) finish() {
+	sp := s.spec
+	info := &s.res.Info
+	*info = record.Run{
+		RunID:      sp.RunID,
+		Policy:     sp.Policy,
+		Seed:       sp.Seed,
+		Profile:    sp.Profile.Name,
+		Mode:       Mode,
+		Replicas:   sp.Replicas,
+		Order:      sp.Order,
+		DurationMS: ms(s.lastEnd),
+		Requests:   s.res.Completed + s.res.Failed,
+		Errors:     s.res.Failed,
+		Config:     runConfig(sp),
+		Metrics:    s.metrics(),
+	}
+	if s.scaled {
+		info.ScaleAtMS = ms(s.scaleAt)
+		info.ScaleReplica = ReplicaName(sp.Replicas)
+		if s.scaleReady > 0 {
+			info.ScaleReadyMS = ms(s.scaleReady)
+		}
+	}
+}
+
+// metrics returns the router's final counters as the live runner records
+// them (name{labels} → value, labels in alphabetical order), plus the
+// simulator's own counts.
+func (s *sim) metrics() map[string]float64 {
+	m := map[string]float64{
+		`llm_ring_prompt_tokens_total{kind="cached"}`:    float64(s.cached),
+		`llm_ring_prompt_tokens_total{kind="processed"}`: float64(s.prompted),
+		"llm_ring_predicted_tokens_total":                float64(s.predicted),
+		"llm_ring_cache_lost_total":                      float64(s.cacheLost),
+		"llm_ring_failovers_total":                       0,
+		"sim_events_total":                               float64(s.res.Events),
+		"sim_model_events_total":                         float64(s.res.ModelEvents),
+	}
+	for k, n := range s.counters {
+		rname := ""
+		if k.replica >= 0 {
+			rname = s.reps[k.replica].name
+		}
+		m[fmt.Sprintf(`llm_ring_requests_total{code="%d",policy="%s",reason="%s",replica="%s"}`,
+			k.code, s.polName, k.reason, rname)] += float64(n) // a replica that returned has two slots
+	}
+	var evictions, saves, loads int64
+	for _, ref := range s.reps {
+		st := s.groups[ref.group].Server(int(ref.member)).Stats()
+		evictions += st.CacheEvictions
+		saves += st.CacheSaves
+		loads += st.CacheLoads
+	}
+	m["sim_ram_cache_evictions_total"] = float64(evictions)
+	m["sim_ram_cache_saves_total"] = float64(saves)
+	m["sim_ram_cache_loads_total"] = float64(loads)
+	s.admMetrics(m)
+	return s.engineMetrics(m)
+}
