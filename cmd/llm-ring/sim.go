@@ -53,10 +53,11 @@ type simOptions struct {
 	replicasSet bool              // --replicas was given (else a profile's replica count wins)
 	sweepVals   []string
 	cpuProf     string
-	open        []*openLoop  // --workload(s): open-loop loads (nil: closed loop)
-	traceIdeal  float64      // --trace: the trace's ideal cached share
-	openArena   bool         // --workloads: each workload into a folder of its own
-	slo         analysis.SLO // --slo-ttft, --slo-tpot
+	open        []*openLoop    // --workload(s): open-loop loads (nil: closed loop)
+	traceIdeal  float64        // --trace: the trace's ideal cached share
+	openArena   bool           // --workloads: each workload into a folder of its own
+	slo         analysis.SLO   // --slo-ttft, --slo-tpot
+	admission   *sim.Admission // --admission (nil: off)
 }
 
 // simNoSweep lists the flags that cannot be swept: they choose what runs
@@ -224,6 +225,7 @@ func (o *simOptions) specsFor(prof traffic.Profile) []sim.Spec {
 				GossipBatch:      o.gossipBatch,
 				Source:           o.newSource(),
 				IdealCachedShare: o.traceIdeal,
+				Admission:        o.admission,
 			})
 		}
 	}

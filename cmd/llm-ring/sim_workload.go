@@ -20,6 +20,7 @@ type workloadFlags struct {
 	workload, workloads, rates, arrival *string
 	stage, warmup                       *time.Duration
 	sloTTFT, sloTPOT                    *time.Duration
+	adm                                 *admissionFlags
 }
 
 func defineWorkloadFlags(fs *flag.FlagSet) *workloadFlags {
@@ -34,6 +35,7 @@ func defineWorkloadFlags(fs *flag.FlagSet) *workloadFlags {
 		warmup:  fs.Duration("warmup", 10*time.Second, "with --workload(s): model time at the first rate before the stages, left out of every metric"),
 		sloTTFT: fs.Duration("slo-ttft", time.Second, "goodput SLO: time to first token"),
 		sloTPOT: fs.Duration("slo-tpot", 100*time.Millisecond, "goodput SLO: time per output token after the first"),
+		adm:     defineAdmissionFlags(fs),
 	}
 }
 
@@ -129,6 +131,9 @@ func (wf *workloadFlags) apply(o *simOptions, set map[string]bool) error {
 		return usageError{err}
 	}
 	o.slo = analysis.SLO{TTFTMS: float64(*wf.sloTTFT) / 1e6, TPOTMS: float64(*wf.sloTPOT) / 1e6}
+	if err := wf.adm.apply(o, set); err != nil {
+		return usageError{err}
+	}
 	if o.open != nil {
 		o.openArena = *wf.workloads != ""
 		if !set["shared-cpu"] {

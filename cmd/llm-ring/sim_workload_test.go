@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/llm-ring/llm-ring/internal/analysis"
 	"github.com/llm-ring/llm-ring/internal/traffic"
@@ -115,5 +117,28 @@ func TestSimMooncakeTraceOnPagedEngine(t *testing.T) {
 	}
 	if !(share["cache-aware"] > share["round-robin"]+0.2 && share["cache-aware"] <= ideal+0.01) {
 		t.Errorf("cached share: cache-aware %.3f, round-robin %.3f, ideal %.3f", share["cache-aware"], share["round-robin"], ideal)
+	}
+}
+
+func TestSimAdmissionFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--admission-set", "queue_capacity=4"},
+		{"--admission", "--admission-set", "queue_capacity"},
+		{"--admission", "--admission-set", "nope=1"},
+		{"--admission", "--admission-set", "order=lifo"},
+		{"--admission", "--admission-high-share", "2"},
+	} {
+		if _, err := parseSimFlags(args, io.Discard); err == nil {
+			t.Errorf("%v: accepted", args)
+		}
+	}
+	o, err := parseSimFlags([]string{"--admission", "--admission-set", "queue_capacity=4", "--admission-set", "max_wait=2s",
+		"--slo-ttft", "500ms", "--admission-tenants", "3"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := o.admission
+	if a == nil || a.Settings.QueueCapacity != 4 || a.Settings.MaxWaitNs != 2e9 || a.SLOTTFT != 500*time.Millisecond || a.Tenants != 3 {
+		t.Fatalf("admission %+v", a)
 	}
 }

@@ -33,6 +33,8 @@ type Field struct {
 	GoodShare                 float64 // share of requests meeting the SLO
 	GoodTokS                  float64 // their generated tokens per second
 	IdealCachedShare          float64 // the traffic's (one infinite cache); NaN if unknown
+	ShedShare                 float64 // share of requests shed by admission (status 429)
+	QueueWaitP90              float64 // ms, admitted requests' wait in the router (NaN: no admission)
 }
 
 // FieldOf computes the field metrics of rows over a window of windowMS.
@@ -67,6 +69,7 @@ func FieldOf(rows []record.Request, windowMS float64, slo SLO) Field {
 	sec := windowMS / 1000
 	f.OutputTokS, f.GoodTokS = float64(out)/sec, float64(goodTok)/sec
 	f.Success, f.GoodShare, f.CachedShare = ratio(ok, len(rows)), ratio(good, len(rows)), ratio(cached, prompt)
+	f.ShedShare, f.QueueWaitP90 = shedAndWait(rows)
 	return f
 }
 
@@ -146,7 +149,8 @@ func RunFields(runs []Run, slo SLO) []StageField {
 // FieldHeader is the header of per_stage.csv and field_per_run.csv.
 var FieldHeader = []string{"run_id", "policy", "seed", "stage", "rate", "requests",
 	"ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p90_ms", "e2e_p50_ms", "e2e_p95_ms",
-	"output_tok_s", "success", "cached_share", "ideal_cached_share", "goodput_share", "goodput_tok_s"}
+	"output_tok_s", "success", "cached_share", "ideal_cached_share", "goodput_share", "goodput_tok_s",
+	"shed_share", "queue_wait_p90_ms"}
 
 // WriteFieldCSV writes rows as CSV with FieldHeader.
 func WriteFieldCSV(w io.Writer, rows []StageField) error {
@@ -158,7 +162,8 @@ func WriteFieldCSV(w io.Writer, rows []StageField) error {
 		f := r.Field
 		rec := []string{r.RunID, r.Policy, strconv.FormatInt(r.Seed, 10), strconv.Itoa(r.Stage), g(r.Rate), strconv.Itoa(f.Requests),
 			g(f.TTFTP50), g(f.TTFTP90), g(f.TTFTP99), g(f.TPOTP50), g(f.TPOTP90), g(f.E2EP50), g(f.E2EP95),
-			g(f.OutputTokS), g(f.Success), g(f.CachedShare), g(f.IdealCachedShare), g(f.GoodShare), g(f.GoodTokS)}
+			g(f.OutputTokS), g(f.Success), g(f.CachedShare), g(f.IdealCachedShare), g(f.GoodShare), g(f.GoodTokS),
+			g(f.ShedShare), g(f.QueueWaitP90)}
 		if _, err := fmt.Fprintln(w, joinCSV(rec)); err != nil {
 			return err
 		}

@@ -62,7 +62,8 @@ func MeanByPolicyRate(rows []StageField) []StageMean {
 			Success: mean(func(f *Field) float64 { return f.Success }), CachedShare: mean(func(f *Field) float64 { return f.CachedShare }),
 			GoodShare: mean(func(f *Field) float64 { return f.GoodShare }), GoodTokS: mean(func(f *Field) float64 { return f.GoodTokS }),
 			IdealCachedShare: mean(func(f *Field) float64 { return f.IdealCachedShare }),
-			Requests:         int(mean(func(f *Field) float64 { return float64(f.Requests) })),
+			ShedShare:        mean(func(f *Field) float64 { return f.ShedShare }), QueueWaitP90: mean(func(f *Field) float64 { return f.QueueWaitP90 }),
+			Requests: int(mean(func(f *Field) float64 { return float64(f.Requests) })),
 		}
 		out = append(out, m)
 	}
@@ -206,6 +207,12 @@ func WriteField(resultsDir, outDir, title string, slo SLO) ([]StageMean, error) 
 		{FieldGoodPNG, func(w io.Writer) error {
 			return WriteFieldChart(w, title+": goodput", "requests meeting the SLO (%, seed mean)", means, false, func(m *StageMean) float64 { return 100 * m.GoodShare })
 		}},
+	}
+	if adm := AdmissionRows(runs, slo); len(adm) > 0 {
+		files = append(files, struct {
+			name  string
+			write func(io.Writer) error
+		}{AdmissionCSV, func(w io.Writer) error { return WriteAdmissionCSV(w, adm) }})
 	}
 	for _, f := range files {
 		if err := WriteFile(filepath.Join(outDir, f.name), f.write); err != nil {

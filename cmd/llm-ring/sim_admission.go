@@ -1,0 +1,104 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/llm-ring/llm-ring/internal/admission"
+	"github.com/llm-ring/llm-ring/internal/sim"
+)
+
+// admissionFlags are the admission flags of llm-ring sim (issue 22).
+type admissionFlags struct {
+	on                    *bool
+	set                   settingList
+	highShare, floodShare *float64
+	highPriority, tenants *int
+}
+
+// settingList is a repeatable KEY=VALUE flag.
+type settingList []string
+
+func (l *settingList) String() string     { return strings.Join(*l, ",") }
+func (l *settingList) Set(v string) error { *l = append(*l, v); return nil }
+
+func defineAdmissionFlags(fs *flag.FlagSet) *admissionFlags {
+	a := &admissionFlags{
+		on: fs.Bool("admission", false, "admission control in front of routing (docs/admission.md): "+
+			"requests wait in the router while the pool is saturated, shed ones end with 429; deadlines from --slo-ttft"),
+		highShare:    fs.Float64("admission-high-share", 0, "with --admission: share of conversations in the top band"),
+		highPriority: fs.Int("admission-high-priority", 10, "with --admission: the top band's priority (the others: 0)"),
+		tenants:      fs.Int("admission-tenants", 1, "with --admission: flows (tenants) t0 … tN-1, conversations spread evenly"),
+		floodShare:   fs.Float64("admission-flood-share", 0, "with --admission: share of conversations that flow t0 (the flooder) sends on top"),
+	}
+	fs.Var(&a.set, "admission-set", "with --admission: KEY=VALUE, repeatable: queue_capacity, queue_threshold, "+
+		"kv_threshold, token_capacity, limit, max_wait (a duration), order (fcfs|edf)")
+	return a
+}
+
+// apply builds o.admission (nil without --admission).
+func (a *admissionFlags) apply(o *simOptions, set map[string]bool) error {
+	if !*a.on {
+		for _, n := range []string{"admission-set", "admission-high-share", "admission-high-priority", "admission-tenants", "admission-flood-share"} {
+			if set[n] {
+				return fmt.Errorf("--%s: only with --admission", n)
+			}
+		}
+		return nil
+	}
+	if o.routers > 1 {
+		return errors.New("--admission: needs one router instance (--routers 1)")
+	}
+	st := admission.Defaults()
+	st.Enabled = true
+	for _, kv := range a.set {
+		if err := setAdmission(&st, kv); err != nil {
+			return fmt.Errorf("--admission-set %s: %w", kv, err)
+		}
+	}
+	adm := &sim.Admission{Settings: st, SLOTTFT: time.Duration(o.slo.TTFTMS * 1e6), HighShare: *a.highShare,
+		HighPriority: *a.highPriority, Tenants: *a.tenants, FloodShare: *a.floodShare}
+	if err := adm.Validate(); err != nil {
+		return err
+	}
+	o.admission = adm
+	return nil
+}
+
+// setAdmission sets one KEY=VALUE of st.
+func setAdmission(st *admission.Settings, kv string) error {
+	k, v, ok := strings.Cut(kv, "=")
+	if !ok {
+		return errors.New("want KEY=VALUE")
+	}
+	f := func() (float64, error) { return strconv.ParseFloat(v, 64) }
+	var err error
+	switch k {
+	case "queue_capacity":
+		st.QueueCapacity, err = strconv.Atoi(v)
+	case "queue_threshold":
+		st.QueueThreshold, err = f()
+	case "kv_threshold":
+		st.KVThreshold, err = f()
+	case "limit":
+		st.Limit, err = f()
+	case "token_capacity":
+		st.TokenCapacity, err = strconv.ParseInt(v, 10, 64)
+	case "max_wait":
+		var d time.Duration
+		d, err = time.ParseDuration(v)
+		st.MaxWaitNs = int64(d)
+	case "order":
+		st.Order = v
+	default:
+		return fmt.Errorf("unknown key %q (want queue_capacity, queue_threshold, kv_threshold, limit, token_capacity, max_wait or order)", k)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %q is not a valid value", k, v)
+	}
+	return nil
+}
