@@ -11,6 +11,9 @@ type Load struct {
 // Load returns the server's load as of its last event (Stats without the
 // RAM cache totals).
 func (s *Server) Load() Load {
+	if s.pg != nil { // the paged engine keeps its own queue and pool
+		return Load{Processing: len(s.pg.running), Deferred: len(s.pg.waiting), KVUsage: s.pg.pool.usage()}
+	}
 	var l Load
 	l.Deferred = len(s.queue) - s.qhead
 	kv := 0
