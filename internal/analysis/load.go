@@ -37,7 +37,7 @@ func Load(dir string) ([]Run, error) {
 	var runs []Run
 	for _, e := range entries { // ReadDir sorts by name
 		name := e.Name()
-		if e.IsDir() || name == PerRunCSV || name == PerStageCSV || name == FieldPerRunCSV {
+		if e.IsDir() || name == PerRunCSV || name == PerStageCSV || name == FieldPerRunCSV || name == AdmissionCSV {
 			continue
 		}
 		ext := filepath.Ext(name)
