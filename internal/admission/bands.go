@@ -10,6 +10,64 @@ func (c *Controller) admit(it *Item, now int64) {
 // recordDispatch keeps the moving mean of the time between dispatches from
 // the queue and the window of recent dispatch bands.
 func (c *Controller) recordDispatch(priority int, now int64) {
+	c.pace(now)
+	c.recent[c.recentPos] = priority
+	c.recentPos = (c.recentPos + 1) % shareWindow
+	if c.recentN < shareWindow {
+		c.recentN++
+	}
+}
+
+// expectedWait estimates how long a request of band p and flow fl joining
+// now waits: the requests that go before it, plus itself, times the mean
+// interval between admissions; 0 before any was seen. Before it go every
+// request of a higher band and, in its own band, what fair queuing serves
+// first: the k requests of its own flow ahead of it, and of every other
+// flow g at most (k+1)·w_g/w_f (a light flow does not wait behind a
+// flooder's whole backlog).
+func (c *Controller) expectedWait(p int, fl string) int64 {
+	if c.interval == 0 {
+		return 0
+	}
+	ahead := 0.0
+	for _, b := range c.bands {
+		switch {
+		case b.priority > p:
+			ahead += float64(b.n)
+		case b.priority == p:
+			ahead += b.aheadOf(fl, c.weight(fl))
+		}
+	}
+	return int64((ahead + 1) * c.interval)
+}
+
+// aheadOf is how many of the band's waiting requests fair queuing serves
+// before a new request of flow fl (weight w).
+func (b *band) aheadOf(fl string, w float64) float64 {
+	k := 0.0
+	if f := b.flows[fl]; f != nil {
+		k = float64(len(f.items))
+	}
+	ahead := k
+	for _, g := range b.active {
+		if g.name != fl {
+			ahead += min(float64(len(g.items)), (k+1)*g.weight/w)
+		}
+	}
+	return ahead
+}
+
+// weight is flow fl's weight within its band (1 unless configured).
+func (c *Controller) weight(fl string) float64 {
+	if w, ok := c.s.FlowWeights[fl]; ok {
+		return w
+	}
+	return 1
+}
+
+// admitted at once also counts in the interval between admissions: it is
+// the pool's pace, whether the request waited or not.
+func (c *Controller) pace(now int64) {
 	if c.lastAt > 0 && now >= c.lastAt {
 		d := float64(now - c.lastAt)
 		if c.interval == 0 {
@@ -19,27 +77,6 @@ func (c *Controller) recordDispatch(priority int, now int64) {
 		}
 	}
 	c.lastAt = now
-	c.recent[c.recentPos] = priority
-	c.recentPos = (c.recentPos + 1) % shareWindow
-	if c.recentN < shareWindow {
-		c.recentN++
-	}
-}
-
-// expectedWait estimates how long a request of band p joining now waits:
-// the requests that go before it (its band and higher) plus itself, times
-// the mean interval between dispatches; 0 before any dispatch was seen.
-func (c *Controller) expectedWait(p int) int64 {
-	if c.interval == 0 {
-		return 0
-	}
-	ahead := 0
-	for _, b := range c.bands {
-		if b.priority >= p {
-			ahead += b.n
-		}
-	}
-	return int64(float64(ahead+1) * c.interval)
 }
 
 // nextBand is the band to serve: the highest with requests waiting, unless

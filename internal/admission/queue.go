@@ -148,15 +148,16 @@ func (c *Controller) Offer(it Item, now int64, saturated bool) (v Verdict, displ
 	}
 	if !saturated && c.n == 0 {
 		c.admit(&it, now)
+		c.pace(now)
 		return Verdict{Outcome: Admitted}, Item{}, false
 	}
-	if it.Deadline > 0 && now+c.expectedWait(it.Priority)+it.Service > it.Deadline {
-		return Verdict{Outcome: Shed, Reason: Deadline, RetryAfterNs: c.expectedWait(it.Priority)}, Item{}, false
+	if it.Deadline > 0 && now+c.expectedWait(it.Priority, it.Flow)+it.Service > it.Deadline {
+		return Verdict{Outcome: Shed, Reason: Deadline, RetryAfterNs: c.expectedWait(it.Priority, it.Flow)}, Item{}, false
 	}
 	if !c.fits(&it) {
 		victim := c.victim(&it, now)
 		if victim == nil {
-			return Verdict{Outcome: Shed, Reason: QueueFull, RetryAfterNs: c.expectedWait(it.Priority)}, Item{}, false
+			return Verdict{Outcome: Shed, Reason: QueueFull, RetryAfterNs: c.expectedWait(it.Priority, it.Flow)}, Item{}, false
 		}
 		displaced, ok = victim.it, true
 		c.remove(victim)

@@ -1,0 +1,31 @@
+package admission
+
+import "testing"
+
+// TestExpectedWaitIsFair: three requests admitted at once, a second apart,
+// set the pace (1 s); then flooder A queues ten. A light flow B's request
+// goes after at most one of A's (fair queuing): it expects (1 + 1) × 1 s
+// and fits a 3 s deadline; A's next expects (10 + 1 + 1) × 1 s and is shed at
+// once (its ten, B's one, itself: 12 s, the retry hint).
+func TestExpectedWaitIsFair(t *testing.T) {
+	c := New(on())
+	for i := int64(0); i < 3; i++ {
+		if v, _, _ := c.Offer(Item{ID: uint64(i + 1), Flow: "A"}, i*sec, false); v.Outcome != Admitted {
+			t.Fatalf("offer %d: %+v, want admitted", i+1, v)
+		}
+	}
+	for i := 0; i < 10; i++ {
+		mustQueue(t, c, Item{ID: uint64(10 + i), Flow: "A", Arrived: 3 * sec}, 3*sec)
+	}
+	mustQueue(t, c, Item{ID: 30, Flow: "B", Arrived: 3 * sec, Deadline: 6 * sec}, 3*sec)
+	v, _, _ := c.Offer(Item{ID: 31, Flow: "A", Arrived: 3 * sec, Deadline: 6 * sec}, 3*sec, true)
+	if v.Outcome != Shed || v.Reason != Deadline || v.RetryAfterNs != 12*sec {
+		t.Fatalf("flooder's request: %+v, want shed (deadline) with a 12 s hint", v)
+	}
+	if it, _ := c.Dispatch(4*sec, false); it.ID != 10 {
+		t.Fatalf("first dispatch %d, want A's oldest (10)", it.ID)
+	}
+	if it, _ := c.Dispatch(4*sec, false); it.ID != 30 {
+		t.Fatalf("second dispatch %d, want B's (30)", it.ID)
+	}
+}
