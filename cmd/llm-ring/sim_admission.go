@@ -36,7 +36,7 @@ func defineAdmissionFlags(fs *flag.FlagSet) *admissionFlags {
 		floodShare:   fs.Float64("admission-flood-share", 0, "with --admission: share of conversations that flow t0 (the flooder) sends on top"),
 	}
 	fs.Var(&a.set, "admission-set", "with --admission: KEY=VALUE, repeatable: queue_capacity, queue_threshold, "+
-		"kv_threshold, token_capacity, limit, max_wait (a duration), order (fcfs|edf)")
+		"kv_threshold, token_capacity, limit, max_wait and service_floor (durations), order (fcfs|edf)")
 	return a
 }
 
@@ -92,10 +92,14 @@ func setAdmission(st *admission.Settings, kv string) error {
 		var d time.Duration
 		d, err = time.ParseDuration(v)
 		st.MaxWaitNs = int64(d)
+	case "service_floor":
+		var d time.Duration
+		d, err = time.ParseDuration(v)
+		st.ServiceFloorNs = int64(d)
 	case "order":
 		st.Order = v
 	default:
-		return fmt.Errorf("unknown key %q (want queue_capacity, queue_threshold, kv_threshold, limit, token_capacity, max_wait or order)", k)
+		return fmt.Errorf("unknown key %q (want queue_capacity, queue_threshold, kv_threshold, limit, token_capacity, max_wait, service_floor or order)", k)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %q is not a valid value", k, v)

@@ -143,7 +143,7 @@ func (c *Controller) Offer(it Item, now int64, saturated bool) (v Verdict, displ
 	if allowed, wait := c.budgets.Allowed(it.Flow, now); !allowed {
 		return Verdict{Outcome: Shed, Reason: Budget, RetryAfterNs: wait}, Item{}, false
 	}
-	if it.Deadline > 0 && now+it.Service > it.Deadline {
+	if it.Deadline > 0 && now+c.service(&it) > it.Deadline {
 		return Verdict{Outcome: Shed, Reason: Deadline}, Item{}, false
 	}
 	if !saturated && c.n == 0 {
@@ -151,7 +151,7 @@ func (c *Controller) Offer(it Item, now int64, saturated bool) (v Verdict, displ
 		c.pace(now)
 		return Verdict{Outcome: Admitted}, Item{}, false
 	}
-	if it.Deadline > 0 && now+c.expectedWait(it.Priority, it.Flow)+it.Service > it.Deadline {
+	if it.Deadline > 0 && now+c.expectedWait(it.Priority, it.Flow)+c.service(&it) > it.Deadline {
 		return Verdict{Outcome: Shed, Reason: Deadline, RetryAfterNs: c.expectedWait(it.Priority, it.Flow)}, Item{}, false
 	}
 	if !c.fits(&it) {
@@ -165,6 +165,10 @@ func (c *Controller) Offer(it Item, now int64, saturated bool) (v Verdict, displ
 	c.push(it)
 	return Verdict{Outcome: Queued}, displaced, ok
 }
+
+// service is it's predicted time from dispatch to first token: its own
+// prediction, at least Settings.ServiceFloorNs.
+func (c *Controller) service(it *Item) int64 { return max(it.Service, c.s.ServiceFloorNs) }
 
 // fits reports whether it can join the queue without pushing anyone out.
 func (c *Controller) fits(it *Item) bool {
@@ -186,7 +190,7 @@ func (c *Controller) victim(it *Item, now int64) *entry {
 	for _, b := range c.bands {
 		for _, f := range b.active {
 			for _, e := range f.items {
-				if e.it.Deadline > 0 && now+e.it.Service > e.it.Deadline && (pick == nil || e.seq < pick.seq) {
+				if e.it.Deadline > 0 && now+c.service(&e.it) > e.it.Deadline && (pick == nil || e.seq < pick.seq) {
 					pick = e
 				}
 			}
@@ -265,7 +269,7 @@ func (c *Controller) Expire(now int64, shed func(Item, Reason)) int {
 
 func (c *Controller) expired(it *Item, now int64) Reason {
 	switch {
-	case it.Deadline > 0 && now+it.Service > it.Deadline:
+	case it.Deadline > 0 && now+c.service(it) > it.Deadline:
 		return Deadline
 	case it.Deadline == 0 && now-it.Arrived >= c.s.MaxWaitNs:
 		return Timeout
@@ -282,7 +286,7 @@ func (c *Controller) NextExpiry() int64 {
 			for _, e := range f.items {
 				t := e.it.Arrived + c.s.MaxWaitNs
 				if e.it.Deadline > 0 {
-					t = e.it.Deadline - e.it.Service + 1
+					t = e.it.Deadline - c.service(&e.it) + 1
 				}
 				if at == 0 || t < at {
 					at = t

@@ -45,6 +45,11 @@ type Settings struct {
 	// MaxWaitNs is the longest a request without a deadline waits (SGLang
 	// --queue-timeout-secs; default 30 s here).
 	MaxWaitNs int64 `json:"max_wait_ns"`
+	// ServiceFloorNs is the least time from dispatch to first token assumed
+	// for any request (its Service when larger): a waiting request is shed
+	// once its deadline is nearer than that, rather than dispatched to miss
+	// it. 0 (the default): only the request's own prediction counts.
+	ServiceFloorNs int64 `json:"service_floor_ns"`
 	// Order within a flow: "fcfs" or "edf" (earliest deadline first; GIE
 	// fcfs-ordering-policy / slo-deadline).
 	Order string `json:"order"`
@@ -97,6 +102,7 @@ func (s *Settings) Validate() error {
 	check(s.Limit > 0 && !math.IsInf(s.Limit, 0), "limit: must be > 0, got %v", s.Limit)
 	check(s.QueueCapacity >= 0, "queue_capacity: must be ≥ 0, got %d", s.QueueCapacity)
 	check(s.QueueBytes >= 0, "queue_bytes: must be ≥ 0, got %d", s.QueueBytes)
+	check(s.ServiceFloorNs >= 0, "service_floor: must be ≥ 0, got %dns", s.ServiceFloorNs)
 	check(s.MaxWaitNs > 0, "max_wait: must be > 0, got %dns", s.MaxWaitNs)
 	check(s.Order == OrderFCFS || s.Order == OrderEDF, "order: must be %q or %q, got %q", OrderFCFS, OrderEDF, s.Order)
 	check(s.TokensPerMinute >= 0, "tokens_per_minute: must be ≥ 0, got %d", s.TokensPerMinute)

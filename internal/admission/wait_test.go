@@ -29,3 +29,24 @@ func TestExpectedWaitIsFair(t *testing.T) {
 		t.Fatalf("second dispatch %d, want B's (30)", it.ID)
 	}
 }
+
+// TestServiceFloor: with a 300 ms floor, a request due at 1 s with no
+// prediction of its own expires at 700 ms + 1 ns, not after its deadline;
+// one offered at 800 ms with that deadline is shed at once.
+func TestServiceFloor(t *testing.T) {
+	s := on()
+	s.ServiceFloorNs = 300e6
+	c := New(s)
+	mustQueue(t, c, Item{ID: 1, Deadline: sec}, 0)
+	if at := c.NextExpiry(); at != 700e6+1 {
+		t.Fatalf("next expiry %d, want 700 ms + 1 ns", at)
+	}
+	var shed []uint64
+	c.Expire(700e6+1, func(it Item, r Reason) { shed = append(shed, it.ID) })
+	if len(shed) != 1 || c.Len() != 0 {
+		t.Fatalf("shed %v, %d left, want [1] and none", shed, c.Len())
+	}
+	if v, _, _ := c.Offer(Item{ID: 2, Arrived: 800e6, Deadline: sec}, 800e6, false); v.Outcome != Shed || v.Reason != Deadline {
+		t.Fatalf("%+v, want shed (deadline)", v)
+	}
+}

@@ -242,7 +242,8 @@ func admConfig(a *Admission) map[string]any {
 	return map[string]any{
 		"queue_capacity": st.QueueCapacity, "queue_threshold": st.QueueThreshold, "kv_threshold": st.KVThreshold,
 		"token_capacity": st.TokenCapacity, "limit": st.Limit, "max_wait": time.Duration(st.MaxWaitNs).String(),
-		"order": st.Order, "slo_ttft": a.SLOTTFT.String(), "high_share": a.HighShare, "high_priority": a.HighPriority,
+		"service_floor": time.Duration(st.ServiceFloorNs).String(),
+		"order":         st.Order, "slo_ttft": a.SLOTTFT.String(), "high_share": a.HighShare, "high_priority": a.HighPriority,
 		"tenants": a.Tenants, "flood_share": a.FloodShare,
 	}
 }
