@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/llm-ring/llm-ring/internal/admission"
 	"github.com/llm-ring/llm-ring/internal/record"
@@ -43,14 +44,14 @@ type AdmissionRow struct {
 	Seed          int64
 	Stage         int
 	Rate          float64
-	Kind, Class   string // "band" or "flow"; its priority or name
+	Kind, Class   string // "band", "flow" or "band-flow"; its priority, name, or "priority/name"
 	Requests      int
 	Shed          float64 // share shed
 	Good          int     // requests meeting the SLO
 	TTFTP90       float64 // admitted (answered) requests, ms
 	// FairShare is the class's max-min fair share of the stage's good
 	// requests given each class's demand; FairRatio is Good / FairShare
-	// (flows only; NaN for bands).
+	// (flows and band-flows; NaN for bands).
 	FairShare, FairRatio float64
 }
 
@@ -74,6 +75,8 @@ func AdmissionRows(runs []Run, slo SLO) []AdmissionRow {
 			rate[k] = rt
 			by[key{k, "band", strconv.Itoa(tag.Priority)}] = append(by[key{k, "band", strconv.Itoa(tag.Priority)}], r)
 			by[key{k, "flow", tag.Flow}] = append(by[key{k, "flow", tag.Flow}], r)
+			bf := strconv.Itoa(tag.Priority) + "/" + tag.Flow
+			by[key{k, "band-flow", bf}] = append(by[key{k, "band-flow", bf}], r)
 		}
 		var rows []AdmissionRow
 		for k, rs := range by {
@@ -95,15 +98,25 @@ func AdmissionRows(runs []Run, slo SLO) []AdmissionRow {
 
 // fairShares fills the flows' max-min fair shares of each stage's good
 // requests (one run's rows): the good requests are water-filled over the
-// flows by demand (requests sent).
+// flows by demand (requests sent): over all flows ("flow" rows), and within
+// each band ("band-flow" rows, class "P/flow": the queue is fair within a
+// band, and a higher band goes first).
 func fairShares(rows []AdmissionRow) {
-	stages := map[int][]int{}
+	type group struct {
+		stage int
+		band  string
+	}
+	groups := map[group][]int{}
 	for i := range rows {
-		if rows[i].Kind == "flow" {
-			stages[rows[i].Stage] = append(stages[rows[i].Stage], i)
+		switch rows[i].Kind {
+		case "flow":
+			groups[group{rows[i].Stage, "*"}] = append(groups[group{rows[i].Stage, "*"}], i)
+		case "band-flow":
+			b, _, _ := strings.Cut(rows[i].Class, "/")
+			groups[group{rows[i].Stage, b}] = append(groups[group{rows[i].Stage, b}], i)
 		}
 	}
-	for _, idx := range stages {
+	for _, idx := range groups {
 		total := 0.0
 		for _, i := range idx {
 			total += float64(rows[i].Good)

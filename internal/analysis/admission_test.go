@@ -32,6 +32,8 @@ func TestAdmissionRows(t *testing.T) {
 	want := map[string][4]float64{ // requests, good, fair share, shed
 		"band/0": {3, 1, math.NaN(), 1.0 / 3}, "band/10": {1, 1, math.NaN(), 0},
 		"flow/a": {3, 1, 1, 1.0 / 3}, "flow/b": {1, 1, 1, 0},
+		// Within each band a flow alone: its fair share is the band's good.
+		"band-flow/0/a": {3, 1, 1, 1.0 / 3}, "band-flow/10/b": {1, 1, 1, 0},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("%d rows, want %d: %+v", len(got), len(want), got)
@@ -39,7 +41,7 @@ func TestAdmissionRows(t *testing.T) {
 	for _, r := range got {
 		w := want[r.Kind+"/"+r.Class]
 		if float64(r.Requests) != w[0] || float64(r.Good) != w[1] || math.Abs(r.Shed-w[3]) > 1e-12 ||
-			(r.Kind == "flow" && r.FairShare != w[2]) || (r.Kind == "band" && !math.IsNaN(r.FairShare)) {
+			(r.Kind != "band" && r.FairShare != w[2]) || (r.Kind == "band" && !math.IsNaN(r.FairShare)) {
 			t.Errorf("%s %s: %+v, want %v", r.Kind, r.Class, r, w)
 		}
 	}
