@@ -44,6 +44,7 @@ type Admission struct {
 	Objectives          map[string]int     `json:"objectives" cfg:"optional"`
 	DefaultPriority     int                `json:"default_priority" cfg:"optional"`
 	DefaultSLOTTFT      Duration           `json:"default_slo_ttft" cfg:"optional"`
+	ServiceFloor        Duration           `json:"service_floor" cfg:"optional"`
 	Headers             AdmissionHeaders   `json:"headers" cfg:"optional"`
 }
 
@@ -107,6 +108,9 @@ func (a Admission) Settings() (admission.Settings, error) {
 	setF(&s.Limit, a.Limit)
 	if a.StaleAfter != 0 {
 		s.StaleAfterNs = int64(time.Duration(a.StaleAfter))
+	}
+	if a.ServiceFloor != 0 {
+		s.ServiceFloorNs = int64(time.Duration(a.ServiceFloor))
 	}
 	if a.MaxWait != 0 {
 		s.MaxWaitNs = int64(time.Duration(a.MaxWait))

@@ -29,6 +29,7 @@ func TestAdmissionBlock(t *testing.T) {
   tokens_per_minute: 100000
   flow_tokens_per_minute: {vip: 0}
   default_slo_ttft: 2s
+  service_floor: 500ms
   headers: {fairness_id: x-tenant}
 `)
 	if err != nil {
@@ -39,7 +40,7 @@ func TestAdmissionBlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !s.Enabled || s.QueueCapacity != 0 || s.MaxWaitNs != int64(5*time.Second) || s.Order != "edf" ||
-		s.MinShare[-10] != 0.05 || s.FlowWeights["gold"] != 3 || s.TokensPerMinute != 100000 || s.QueueThreshold != 5 {
+		s.MinShare[-10] != 0.05 || s.ServiceFloorNs != int64(500*time.Millisecond) || s.FlowWeights["gold"] != 3 || s.TokensPerMinute != 100000 || s.QueueThreshold != 5 {
 		t.Fatalf("settings %+v", s)
 	}
 	if c.Admission.Status() != 503 || c.Admission.Objectives["batch"] != -10 {
