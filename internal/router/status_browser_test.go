@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -53,15 +54,30 @@ type browser struct {
 
 func openBrowser(t *testing.T, url string) *browser {
 	t.Helper()
-	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, chromiumPath(t), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+	// Not t.TempDir: Chromium's helper processes may still write to the
+	// profile for a moment after the browser is gone, which fails the
+	// testing package's own RemoveAll. The whole process group is killed and
+	// the profile removed with retries.
+	dir, err := os.MkdirTemp("", "llm-ring-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for i := 0; i < 50 && os.RemoveAll(dir) != nil; i++ {
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	cmd := exec.Command(chromiumPath(t), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
 		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
 		"--user-data-dir="+dir, "--remote-debugging-port=0", "--window-size=1500,1100", "--hide-scrollbars", url)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cancel(); cmd.Wait() })
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the browser and every helper it started
+		cmd.Wait()
+	})
 	// Chromium writes its DevTools port into the profile.
 	var port string
 	waitFor(t, "chromium's DevTools port", func() bool {
@@ -85,7 +101,7 @@ func openBrowser(t *testing.T, url string) *browser {
 		}
 		return ws != ""
 	})
-	conn, _, err := websocket.Dial(ctx, ws, nil)
+	conn, _, err := websocket.Dial(context.Background(), ws, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
