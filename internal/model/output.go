@@ -59,6 +59,34 @@ func splitmix64(x uint64) uint64 {
 	return x ^ (x >> 31)
 }
 
+// answer is what a request will answer, decided alike by both engines:
+// its length (the natural one, cut by n_predict and by the context left),
+// why it stops, whether the context ran out, and the text.
+type answer struct {
+	target int
+	stop   StopType
+	full   bool
+	out    Output
+}
+
+// planAnswer decides rq's answer; key is its prompt's key, left the context
+// tokens left after its prompt.
+func planAnswer(cfg *Config, rq *Request, key uint64, left int) answer {
+	seed := rq.Seed
+	if seed == 0 {
+		seed = cfg.Seed
+	}
+	a := answer{target: answerLength(seed, key, cfg.AnswerMin, cfg.AnswerMax), stop: StopEOS}
+	if rq.NPredict >= 0 && rq.NPredict < a.target {
+		a.target, a.stop = rq.NPredict, StopLimit
+	}
+	if a.target > left {
+		a.target, a.stop, a.full = left, StopLimit, true
+	}
+	a.out = GenerateAnswer(seed, key, a.target)
+	return a
+}
+
 // answerLength is the natural length of the answer to a prompt: log-uniform
 // in [lo, hi] tokens, chosen by (seed, key).
 func answerLength(seed, key uint64, lo, hi int) int {

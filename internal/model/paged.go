@@ -124,20 +124,8 @@ func (e *paged) submit(v time.Duration, rq Request, dst []Event) (ID, []Event, e
 	e.nextID++
 	r.id = e.nextID
 	r.toks = rq.Tokens
-	seed := rq.Seed
-	if seed == 0 {
-		seed = e.cfg.Seed
-	}
-	key := PromptKey(rq.Tokens)
-	r.target = answerLength(seed, key, e.cfg.AnswerMin, e.cfg.AnswerMax)
-	r.stop = StopEOS
-	if rq.NPredict >= 0 && rq.NPredict < r.target {
-		r.target, r.stop = rq.NPredict, StopLimit
-	}
-	if left := e.nCtx - n; r.target > left {
-		r.target, r.stop, r.full = left, StopLimit, true
-	}
-	r.out = GenerateAnswer(seed, key, r.target)
+	a := planAnswer(&e.cfg, &rq, PromptKey(rq.Tokens), e.nCtx-n)
+	r.target, r.stop, r.full, r.out = a.target, a.stop, a.full, a.out
 	r.noCache = rq.NoCache
 	r.tokenEvents = rq.TokenEvents
 	r.submitted = e.clk.t(v)

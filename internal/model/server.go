@@ -168,20 +168,8 @@ func (s *Server) submit(v time.Duration, rq Request, dst []Event) (ID, []Event, 
 	r.id = s.nextID
 	r.toks = rq.Tokens
 	r.blocks = chainHashes(r.blocks[:0], rq.Tokens)
-	seed := rq.Seed
-	if seed == 0 {
-		seed = s.cfg.Seed
-	}
-	key := promptKey(rq.Tokens, r.blocks)
-	r.target = answerLength(seed, key, s.cfg.AnswerMin, s.cfg.AnswerMax)
-	r.stop = StopEOS
-	if rq.NPredict >= 0 && rq.NPredict < r.target {
-		r.target, r.stop = rq.NPredict, StopLimit
-	}
-	if left := s.nCtx - n; r.target > left {
-		r.target, r.stop, r.full = left, StopLimit, true
-	}
-	r.out = GenerateAnswer(seed, key, r.target)
+	a := planAnswer(&s.cfg, &rq, promptKey(rq.Tokens, r.blocks), s.nCtx-n)
+	r.target, r.stop, r.full, r.out = a.target, a.stop, a.full, a.out
 	r.noCache = rq.NoCache
 	r.tokenEvents = rq.TokenEvents
 	r.submitted = s.clk.t(v)
