@@ -235,3 +235,14 @@ func GenerateAnswer(seed, key uint64, n int) Output {
 	}
 	return Output{Text: w.b.String()[:w.cut], Tokens: w.toks[:n]}
 }
+
+// prefix is the answer's first n tokens and their text (a cancelled
+// request's partial answer).
+func (o *Output) prefix(n int) Output {
+	end := 0
+	if n > 0 {
+		o.Piece(n - 1) // computes o.Ends
+		end = int(o.Ends[n-1])
+	}
+	return Output{Text: o.Text[:end], Tokens: o.Tokens[:n], Ends: o.Ends[:n]}
+}

@@ -107,8 +107,7 @@ func (e *paged) complete(r *preq, t time.Duration, dst []Event) []Event {
 	}
 	if r.cancelled {
 		res.PromptN = max(min(r.computed, len(r.toks))-r.cacheN, 0)
-		end := endOf(&r.out, r.gen)
-		res.Output = Output{Text: r.out.Text[:end], Tokens: r.out.Tokens[:r.gen], Ends: r.out.Ends[:r.gen]}
+		res.Output = r.out.prefix(r.gen)
 	}
 	e.releaseBlocks(r)
 	st := &e.stats

@@ -431,8 +431,7 @@ func (s *Server) complete(sl *slot, t time.Duration, dst []Event) []Event {
 	}
 	if r.cancelled {
 		res.PromptN = min(sl.pos, len(r.toks)) - r.cacheN
-		end := endOf(&r.out, sl.gen)
-		res.Output = Output{Text: r.out.Text[:end], Tokens: r.out.Tokens[:sl.gen], Ends: r.out.Ends[:sl.gen]}
+		res.Output = r.out.prefix(sl.gen)
 		res.PredictedN = sl.gen
 	}
 	// The KV cache now holds the prompt and every generated token but the

@@ -174,12 +174,3 @@ func (s *Server) best(r *request, lru int) (target, keep, from int) {
 func candidate(q *seq, blocks []uint64, d int) bool {
 	return d == 0 || (len(q.blocks) >= d && q.blocks[d-1] == blocks[d-1])
 }
-
-// endOf is the end offset in o.Text of its first n tokens.
-func endOf(o *Output, n int) int {
-	if n == 0 {
-		return 0
-	}
-	o.Piece(n - 1) // computes o.Ends
-	return int(o.Ends[n-1])
-}
