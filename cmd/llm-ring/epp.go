@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"net"
 
-	"k8s.io/klog/v2"
-
 	"github.com/llm-ring/llm-ring/internal/config"
 	"github.com/llm-ring/llm-ring/internal/discovery"
 	"github.com/llm-ring/llm-ring/internal/epp"
@@ -33,22 +31,13 @@ func cmdEPP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *path == "" {
-		return usageError{errors.New("--config is required")}
-	}
 	if *fallbacks < 0 {
 		return usageError{fmt.Errorf("--fallbacks must be ≥ 0, got %d", *fallbacks)}
 	}
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(*level)); err != nil {
-		return usageError{err}
-	}
-	cfg, err := config.Load(*path)
+	cfg, log, err := loadRouterConfig(*path, *level, stdout)
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: lv}))
-	klog.SetSlogLogger(log)
 	src, err := eppSource(cfg, log, *pool, *poolNS, *kubeconfig, *eppService)
 	if err != nil {
 		return err

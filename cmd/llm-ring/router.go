@@ -22,19 +22,10 @@ func cmdRouter(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *path == "" {
-		return usageError{errors.New("--config is required")}
-	}
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(*level)); err != nil {
-		return usageError{err}
-	}
-	cfg, err := config.Load(*path)
+	cfg, log, err := loadRouterConfig(*path, *level, stdout)
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: lv}))
-	klog.SetSlogLogger(log) // client-go's own lines, as JSON like the rest
 	src, err := discoverySource(cfg, log)
 	if err != nil {
 		return err
@@ -87,4 +78,24 @@ func discoverySource(cfg *config.Router, log *slog.Logger) (discovery.Source, er
 		Kubeconfig: k.Kubeconfig,
 		Logger:     log,
 	})
+}
+
+// loadRouterConfig is the start of the router and the endpoint picker:
+// --config (required) loaded and validated, and the JSON logger at
+// --log-level, which client-go's own lines go through too.
+func loadRouterConfig(path, level string, stdout io.Writer) (*config.Router, *slog.Logger, error) {
+	if path == "" {
+		return nil, nil, usageError{errors.New("--config is required")}
+	}
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, nil, usageError{err}
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	log := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: lv}))
+	klog.SetSlogLogger(log) // client-go's own lines, as JSON like the rest
+	return cfg, log, nil
 }
