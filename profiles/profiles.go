@@ -6,6 +6,7 @@ package profiles
 import (
 	"embed"
 	"io/fs"
+	"path"
 	"slices"
 	"strings"
 )
@@ -15,54 +16,41 @@ var files embed.FS // read-only
 
 // Names returns the names of the embedded profiles (file names without
 // ".json"), sorted.
-func Names() []string {
-	entries, _ := fs.ReadDir(files, ".") // cannot fail on an embed.FS root
-	var names []string
-	for _, e := range entries {
-		if name, ok := strings.CutSuffix(e.Name(), ".json"); ok {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
-	return names
-}
+func Names() []string { return names(files, ".") }
 
 // Read returns the JSON of the embedded profile name ("quick", not
 // "quick.json"), or false if there is none.
-func Read(name string) ([]byte, bool) {
-	if name == "" || strings.ContainsAny(name, "/\\") {
-		return nil, false
-	}
-	b, err := files.ReadFile(name + ".json")
-	if err != nil {
-		return nil, false
-	}
-	return b, true
-}
+func Read(name string) ([]byte, bool) { return read(files, ".", name) }
 
 //go:embed workloads/*.json
 var workloads embed.FS // read-only
 
 // WorkloadNames returns the names of the embedded open-loop workloads
 // (workloads/*.json without ".json"), sorted.
-func WorkloadNames() []string {
-	entries, _ := fs.ReadDir(workloads, "workloads") // cannot fail on an embedded directory
-	var names []string
-	for _, e := range entries {
-		if name, ok := strings.CutSuffix(e.Name(), ".json"); ok {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
-	return names
-}
+func WorkloadNames() []string { return names(workloads, "workloads") }
 
 // ReadWorkload returns the JSON of the embedded workload name, or false.
-func ReadWorkload(name string) ([]byte, bool) {
+func ReadWorkload(name string) ([]byte, bool) { return read(workloads, "workloads", name) }
+
+// names lists dir's *.json files of fsys without the suffix, sorted.
+func names(fsys embed.FS, dir string) []string {
+	entries, _ := fs.ReadDir(fsys, dir) // cannot fail on an embedded directory
+	var out []string
+	for _, e := range entries {
+		if name, ok := strings.CutSuffix(e.Name(), ".json"); ok {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// read returns dir/name.json of fsys; a name with a path separator is none.
+func read(fsys embed.FS, dir, name string) ([]byte, bool) {
 	if name == "" || strings.ContainsAny(name, "/\\") {
 		return nil, false
 	}
-	b, err := workloads.ReadFile("workloads/" + name + ".json")
+	b, err := fsys.ReadFile(path.Join(dir, name+".json"))
 	if err != nil {
 		return nil, false
 	}
