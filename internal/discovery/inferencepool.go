@@ -247,7 +247,7 @@ func (s *InferencePoolSource) Run(ctx context.Context, update func([]replicaset.
 	published := false
 	for {
 		cur := s.compute(poolInf.GetStore(), podInf.GetStore())
-		if !published || !slices.Equal(cur, last) {
+		if !published || !slices.EqualFunc(cur, last, replicaset.Equal) {
 			last, published = cur, true
 			s.log.Debug("inferencepool_changed", "replicas", names(cur))
 			update(slices.Clone(cur))

@@ -181,7 +181,7 @@ func TestInferencePoolEnvtest(t *testing.T) {
 		for {
 			select {
 			case got := <-sets:
-				if slices.Equal(got, want) {
+				if slices.EqualFunc(got, want, replicaset.Equal) {
 					return
 				}
 			case <-timeout:

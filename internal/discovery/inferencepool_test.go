@@ -101,7 +101,7 @@ func TestPoolReplicas(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := PoolReplicas(tc.pool, tc.pods); !slices.Equal(got, tc.want) || got == nil {
+			if got := PoolReplicas(tc.pool, tc.pods); !slices.EqualFunc(got, tc.want, replicaset.Equal) || got == nil {
 				t.Fatalf("got %v, want %v", got, tc.want)
 			}
 		})

@@ -184,7 +184,7 @@ func (k *Kubernetes) Run(ctx context.Context, update func([]replicaset.Replica))
 	published := false
 	publish := func() {
 		cur := ReadyReplicas(storeSlices(informer.GetStore()), k.service, k.portName)
-		if published && slices.Equal(cur, last) {
+		if published && slices.EqualFunc(cur, last, replicaset.Equal) {
 			return
 		}
 		last, published = cur, true

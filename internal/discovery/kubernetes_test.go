@@ -172,7 +172,7 @@ func TestReadyReplicas(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := ReadyReplicas(tt.slices, "llm", "http")
-			if got == nil || !slices.Equal(got, tt.want) {
+			if got == nil || !slices.EqualFunc(got, tt.want, replicaset.Equal) {
 				t.Fatalf("got %v, want %v", got, tt.want)
 			}
 			// The informer's store has no order: neither may the result.
@@ -183,7 +183,7 @@ func TestReadyReplicas(t *testing.T) {
 					slices.Reverse(s.Endpoints)
 				}
 			}
-			if got := ReadyReplicas(rev, "llm", "http"); !slices.Equal(got, tt.want) {
+			if got := ReadyReplicas(rev, "llm", "http"); !slices.EqualFunc(got, tt.want, replicaset.Equal) {
 				t.Fatalf("reversed input: got %v, want %v", got, tt.want)
 			}
 		})
@@ -280,7 +280,7 @@ func (w *watcher) next() []replicaset.Replica {
 
 func (w *watcher) expect(step string, want []replicaset.Replica) {
 	w.t.Helper()
-	if got := w.next(); !slices.Equal(got, want) {
+	if got := w.next(); !slices.EqualFunc(got, want, replicaset.Equal) {
 		w.t.Fatalf("%s: published %v, want %v", step, got, want)
 	}
 }

@@ -79,6 +79,18 @@ type Reported struct {
 	HasQueue         bool    // Running and Waiting are known
 	HasKV            bool    // KVUse is known
 	At               int64   // when it was sampled, on the driver's clock (ns)
+	// Adapters is what the replica reports of its LoRA adapters (vLLM's
+	// vllm:lora_requests_info; the simulated replica's own state).
+	Adapters Adapters
+}
+
+// Adapters is a replica's LoRA adapter state. The slices are shared and
+// never modified once reported.
+type Adapters struct {
+	Running []string // adapters resident and serving requests
+	Waiting []string // adapters requests wait for (not yet loaded)
+	Max     int      // adapter slots (vLLM max_loras); 0: unknown
+	Has     bool     // the replica reports adapters at all
 }
 
 // Speed is how fast a replica has been serving, learned from its answers

@@ -20,6 +20,20 @@ type Replica struct {
 	// differs from the replica set's (the configuration's engine key); ""
 	// means the set's.
 	Engine string `json:"engine,omitempty" cfg:"optional"`
+	// Models are the models the replica serves (issue 23: pools by model):
+	// base models, and LoRA adapters with their base as Parent. nil means
+	// unknown (not yet discovered, or never configured): such a replica
+	// serves whatever a request asks for (the catch-all pool), as every
+	// replica did before pools.
+	Models []Model `json:"models,omitempty" cfg:"optional"`
+}
+
+// Model is one model a replica serves.
+type Model struct {
+	Name string `json:"name"`
+	// Parent is the base model of a LoRA adapter ("" for a base model), as
+	// vLLM's GET /v1/models reports it.
+	Parent string `json:"parent,omitempty" cfg:"optional"`
 }
 
 // Normalize returns a copy of rs sorted by name, with duplicate names removed
@@ -51,4 +65,10 @@ func Validate(rs []Replica) error {
 		}
 	}
 	return nil
+}
+
+// Equal reports whether a and b are the same replica (name, URL, engine and
+// models, in order).
+func Equal(a, b Replica) bool {
+	return a.Name == b.Name && a.URL == b.URL && a.Engine == b.Engine && slices.Equal(a.Models, b.Models)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/llm-ring/llm-ring/internal/policy"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 )
 
 // wire is a readable in-memory cluster: every Publish of one table is
@@ -142,7 +143,7 @@ func TestPeersSharePlacement(t *testing.T) {
 	a.Release(&tk, Outcome{OK: true, Known: true, PromptN: 20, PredictedN: 10}, 3)
 	// Its third turn reaches B, which routed none of it.
 	tk3, d3, _ := b.Route(in(key, 120, 10), 4)
-	if tk3.Replica != tk.Replica || d3.Reason != policy.Sticky || tk3.ExpectCached != 30 {
+	if !replicaset.Equal(tk3.Replica, tk.Replica) || d3.Reason != policy.Sticky || tk3.ExpectCached != 30 {
 		t.Fatalf("turn 3 on B → %s (%s, expect cached %d), want %s (sticky, 30)\n%s\nlog: %q",
 			tk3.Replica.Name, d3.Reason, tk3.ExpectCached, tk.Replica.Name, d3.Format(), w.log)
 	}
@@ -171,7 +172,7 @@ func TestPeersApplyWithoutEcho(t *testing.T) {
 	tb, _, _ := b.Route(in("c", 80, 10), 30, tk.Replica.Name)
 	b.Release(&tb, Outcome{OK: true, Known: true, PromptN: 30, PredictedN: 10}, 40)
 	b.ApplyPlacement(PlacementUpdate{Key: in("c", 0, 0).Hash, Replica: other, Cached: 5, At: 25})
-	if st, _, _ := b.Route(in("c", 120, 10), 50); st.Replica != tb.Replica || st.ExpectCached != 40 {
+	if st, _, _ := b.Route(in("c", 120, 10), 50); !replicaset.Equal(st.Replica, tb.Replica) || st.ExpectCached != 40 {
 		t.Fatalf("after a late update: → %s expecting %d, want %s expecting 40", st.Replica.Name, st.ExpectCached, tb.Replica.Name)
 	}
 }
@@ -191,7 +192,7 @@ func TestPeersLoadIsSummed(t *testing.T) {
 	// Two requests in flight on A (on x and y, least-loaded alternates).
 	t1, _, _ := a.Route(in("c1", 400, 100), 0)
 	t2, _, _ := a.Route(in("c2", 400, 100), 0)
-	if t1.Replica == t2.Replica {
+	if replicaset.Equal(t1.Replica, t2.Replica) {
 		t.Fatalf("A put both on %s", t1.Replica.Name)
 	}
 	b.SetPolicy(spy)
@@ -338,7 +339,7 @@ func TestPeersTurnOverBeforeRelease(t *testing.T) {
 	// prompt and its answer, at most the 10 tokens it asked for (the
 	// prompt grew by 40 chars = 10 tokens).
 	tk3, d3, _ := b.Route(in(key, 120, 10), 4)
-	if tk3.Replica != tk.Replica || d3.Reason != policy.Sticky || tk3.ExpectCached != tk.EstPrompt+10 {
+	if !replicaset.Equal(tk3.Replica, tk.Replica) || d3.Reason != policy.Sticky || tk3.ExpectCached != tk.EstPrompt+10 {
 		t.Fatalf("turn 3 on B → %s (%s, expect cached %d), want %s (sticky, %d)\n%s\nlog: %q",
 			tk3.Replica.Name, d3.Reason, tk3.ExpectCached, tk.Replica.Name, tk.EstPrompt+10, d3.Format(), w.log)
 	}
@@ -346,7 +347,7 @@ func TestPeersTurnOverBeforeRelease(t *testing.T) {
 	w.deliver()
 	b.Release(&tk3, answered(40, 10), 5)
 	w.deliver()
-	if tk4, _, _ := a.Route(in(key, 160, 10), 6); tk4.Replica != tk.Replica || tk4.ExpectCached != 50 {
+	if tk4, _, _ := a.Route(in(key, 160, 10), 6); !replicaset.Equal(tk4.Replica, tk.Replica) || tk4.ExpectCached != 50 {
 		t.Fatalf("turn 4 on A → %s expecting %d, want %s expecting 50", tk4.Replica.Name, tk4.ExpectCached, tk.Replica.Name)
 	}
 }
@@ -364,7 +365,7 @@ func TestPeersTurnDiscount(t *testing.T) {
 	w.late = true
 	other, _, _ := a.Route(in("other", 400, 100), 0) // stays in flight
 	tk, _, _ := a.Route(in("c", 400, 100), 1)
-	if other.Replica == tk.Replica {
+	if replicaset.Equal(other.Replica, tk.Replica) {
 		t.Fatalf("least-loaded put both on %s", tk.Replica.Name)
 	}
 	a.Release(&tk, answered(100, 100), 2) // held

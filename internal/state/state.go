@@ -42,6 +42,10 @@ type Config struct {
 	// Indexers learn where prompts are cached, after placement memory
 	// (always first) and the prefix index.
 	Indexers []Indexer
+	// AdapterAffinity restricts a pick for a LoRA adapter to the replicas
+	// of the best adapter tier (resident, free slot, waiting, must evict;
+	// the llm-d lora-affinity scorer's order). false ignores adapters.
+	AdapterAffinity bool
 }
 
 // snapshot is an immutable replica set with its ring.
@@ -166,7 +170,7 @@ func (t *Table) Reset() {
 func (t *Table) SetReplicas(rs []replicaset.Replica) bool {
 	rs = replicaset.Normalize(rs)
 	t.mu.Lock()
-	same := slices.Equal(rs, t.snap.replicas)
+	same := slices.EqualFunc(rs, t.snap.replicas, replicaset.Equal)
 	t.mu.Unlock()
 	if same {
 		return false
@@ -298,6 +302,10 @@ type Input struct {
 	// FirstUser is the first user message (chat) or the prompt's start,
 	// for policies that key on a prompt prefix (policy.Request.FirstUser).
 	FirstUser string
+	// Adapter is the LoRA adapter the request asks for ("" none; issue 23):
+	// with Config.AdapterAffinity the pick prefers replicas that have it
+	// resident, then a free adapter slot, then it waiting.
+	Adapter string
 }
 
 // Ticket is a routed request's claim on a replica's load. Release it exactly

@@ -81,7 +81,7 @@ func TestLearnsTokens(t *testing.T) {
 	if tk2.EstPrompt != 140 {
 		t.Errorf("turn 2 estimate = %d, want 140", tk2.EstPrompt)
 	}
-	if tk2.Replica != tk.Replica || tk2.ExpectCached != 130 {
+	if !replicaset.Equal(tk2.Replica, tk.Replica) || tk2.ExpectCached != 130 {
 		t.Errorf("turn 2 → %s expecting %d cached, want %s expecting 130\n%s", tk2.Replica.Name, tk2.ExpectCached, tk.Replica.Name, d2.Format())
 	}
 	// Cost there: max(1, 140−130) + 50 = 60.
@@ -106,12 +106,12 @@ func TestStickyAfterRedirect(t *testing.T) {
 	tb.Release(&home, Outcome{OK: true, Known: true, PromptN: 10, PredictedN: 10}, 0)
 	// Fail over away from home: the answer comes from another replica.
 	tk, _, _ := tb.Route(in(key, 80, 10), 1, home.Replica.Name)
-	if tk.Replica == home.Replica {
+	if replicaset.Equal(tk.Replica, home.Replica) {
 		t.Fatal("excluded replica picked")
 	}
 	tb.Release(&tk, Outcome{OK: true, Known: true, CacheN: 0, PromptN: 20, PredictedN: 10}, 2)
 	tk3, d3, _ := tb.Route(in(key, 120, 10), 3)
-	if tk3.Replica != tk.Replica || d3.Reason != policy.Sticky {
+	if !replicaset.Equal(tk3.Replica, tk.Replica) || d3.Reason != policy.Sticky {
 		t.Fatalf("turn 3 → %s (%s), want %s (sticky)\n%s", tk3.Replica.Name, d3.Reason, tk.Replica.Name, d3.Format())
 	}
 }
