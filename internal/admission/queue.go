@@ -109,8 +109,14 @@ type entry struct {
 }
 
 // New returns a controller for s (s must be valid).
-func New(s Settings) *Controller {
-	return &Controller{s: s, budgets: NewBudgets(&s), byID: map[uint64]*entry{}}
+func New(s Settings) *Controller { return NewShared(s, NewBudgets(&s)) }
+
+// NewShared returns a controller for s that charges the token budgets b,
+// shared with other controllers (one per pool: a flow's budget is the
+// flow's across pools). b is used under the same serialisation as the
+// controllers.
+func NewShared(s Settings, b *Budgets) *Controller {
+	return &Controller{s: s, budgets: b, byID: map[uint64]*entry{}}
 }
 
 // Settings returns the controller's settings.

@@ -36,31 +36,6 @@ const (
 	ServiceExtProc   = "envoy.service.ext_proc.v3.ExternalProcessor"
 )
 
-// Request is what admission control sees of a request before its pick.
-type Request struct {
-	Path, Model         string
-	Objective, Fairness string        // x-gateway-inference-objective, -fairness-id
-	TTFT, TPOT          time.Duration // x-slo-ttft-ms, x-slo-tpot-ms; 0: none
-	Stream              bool
-}
-
-// Refusal is admission control's answer to a request it sheds: the status
-// of the immediate response (429: dropped, 503: no capacity) and why.
-type Refusal struct {
-	Status int
-	Reason string
-}
-
-// Admitter is the admission-control hook, asked before every pick; nil
-// admits the request. It must be safe for concurrent use and must not block.
-//
-// The admission core (internal/admission: saturation, band and flow queues)
-// is not driven by the proxy yet; until both drivers use it, Options.Admit
-// is nil and every request is admitted (the EPP must decide as the proxy).
-type Admitter interface {
-	Admit(r *Request) *Refusal
-}
-
 // Options configure a Server.
 type Options struct {
 	// Router is the pool: its configuration, policy, state, gossip, health
@@ -73,8 +48,6 @@ type Options struct {
 	// MaxBody bounds a buffered request body (bytes); a larger one gets a
 	// 413 (the proxy's max_body_bytes). 0: 16 MiB.
 	MaxBody int
-	// Admit is the admission hook (nil: admit everything).
-	Admit Admitter
 	// ReadyEvery is how often readiness is recomputed (0: 250 ms).
 	ReadyEvery time.Duration
 }

@@ -199,34 +199,6 @@ func TestNoReplica503(t *testing.T) {
 	}
 }
 
-type shedAll struct{ seen chan *Request }
-
-func (s shedAll) Admit(r *Request) *Refusal {
-	s.seen <- r
-	return &Refusal{Status: 429, Reason: "sheddable under load"}
-}
-
-// TestAdmissionHookSheds: the hook sees the request's identity and its
-// refusal becomes a 429 immediate response (MUST 12).
-func TestAdmissionHookSheds(t *testing.T) {
-	a := shedAll{seen: make(chan *Request, 1)}
-	h := newHarness(t, testConfig(t, "llm-aware"), Options{Admit: a})
-	h.rt.SetReplicas(pool(2))
-	c := h.start(exchange{Path: chatPath, Body: chat("c", 1, true), Headers: map[string]string{
-		HeaderObjective: "chat-critical", HeaderFairness: "tenant-a", HeaderTTFTSLO: "500", HeaderTPOTSLO: "50"}})
-	if c.Immediate == nil || c.Immediate.GetStatus().GetCode() != 429 {
-		t.Fatalf("%v, want 429", c.Immediate)
-	}
-	r := <-a.seen
-	want := Request{Path: chatPath, Model: "m", Objective: "chat-critical", Fairness: "tenant-a", TTFT: 500 * time.Millisecond, TPOT: 50 * time.Millisecond, Stream: true}
-	if *r != want {
-		t.Fatalf("admission saw %+v, want %+v", *r, want)
-	}
-	if n := h.inflight()["llm-0"] + h.inflight()["llm-1"]; n != 0 {
-		t.Fatalf("a shed request holds load: %v", h.inflight())
-	}
-}
-
 // TestHealthServices: liveness, readiness and the ext_proc service as the
 // protocol names them (MUST 14): readiness follows the pool, and both
 // turn NOT_SERVING when the EPP stops.

@@ -2,6 +2,7 @@ package epp
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -27,14 +28,6 @@ const (
 	// and KeySubset its key: the endpoints the pick must come from.
 	MetadataSubset = "envoy.lb.subset_hint"
 	KeySubset      = "x-gateway-destination-endpoint-subset"
-
-	// Request identity beyond the proxy's: the objective and fairness id
-	// headers as the reference EPP names them, and llm-d's latency
-	// objectives.
-	HeaderObjective = "x-gateway-inference-objective"
-	HeaderFairness  = "x-gateway-inference-fairness-id"
-	HeaderTTFTSLO   = "x-slo-ttft-ms"
-	HeaderTPOTSLO   = "x-slo-tpot-ms"
 )
 
 // maxChunk bounds one streamed body piece sent back (Envoy's recommended
@@ -166,11 +159,24 @@ func trailersResponse(response bool) *extprocv3.ProcessingResponse {
 }
 
 // immediate is the answer the gateway sends the client instead of
-// forwarding the request: status and an OpenAI-style JSON body.
-func immediate(status int, body []byte) *extprocv3.ProcessingResponse {
+// forwarding the request: status, an OpenAI-style JSON body, and the
+// headers in hdr (lower-cased, as HTTP/2 sends them; a content type in
+// hdr replaces the default).
+func immediate(status int, body []byte, hdr http.Header) *extprocv3.ProcessingResponse {
+	set := []*corev3.HeaderValueOption{setHeader("content-type", "application/json")}
+	keys := make([]string, 0, len(hdr))
+	for k := range hdr {
+		if !strings.EqualFold(k, "content-type") {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		set = append(set, setHeader(strings.ToLower(k), hdr.Get(k)))
+	}
 	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{ImmediateResponse: &extprocv3.ImmediateResponse{
 		Status:  &typev3.HttpStatus{Code: typev3.StatusCode(status)},
-		Headers: &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader("content-type", "application/json")}},
+		Headers: &extprocv3.HeaderMutation{SetHeaders: set},
 		Body:    body,
 		Details: "llm-ring-epp",
 	}}}

@@ -2,7 +2,6 @@ package epp
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	procv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -150,7 +148,7 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) error {
 	}
 	if len(st.body)+len(b.GetBody()) > st.s.opts.MaxBody {
 		return st.refuse(&router.FlightError{Status: http.StatusRequestEntityTooLarge, Type: wire.ErrTypeInvalidRequest,
-			Msg: fmt.Sprintf("request body is larger than the endpoint picker's limit (%d bytes)", st.s.opts.MaxBody)})
+			Msg: fmt.Sprintf("request body is larger than the endpoint picker's limit (%d bytes)", st.s.opts.MaxBody)}, nil, nil)
 	}
 	st.body = append(st.body, b.GetBody()...)
 	if !b.GetEndOfStream() {
@@ -170,11 +168,7 @@ func (st *stream) pickAndRelease(headersOnly, trailers bool) error {
 	st.picked = true
 	dest, err := st.pick()
 	if err != nil {
-		var fe *router.FlightError
-		if errors.As(err, &fe) {
-			return st.refuse(fe)
-		}
-		return err
+		return st.refusal(err)
 	}
 	common := destinationCommon(dest)
 	md := destinationMetadata(dest)
@@ -199,17 +193,41 @@ func (st *stream) pickAndRelease(headersOnly, trailers bool) error {
 	}
 }
 
-// refuse answers the request with an immediate response and ends the stream.
-func (st *stream) refuse(fe *router.FlightError) error {
+// refuse answers the request with an immediate response and ends the
+// stream. hdr: the answer's headers beyond its content type (a shed
+// request's Retry-After and reason).
+func (st *stream) refuse(fe *router.FlightError, body []byte, hdr http.Header) error {
 	st.s.refused.WithLabelValues(strconv.Itoa(fe.Status)).Inc()
-	if err := st.send(immediate(fe.Status, fe.Body())); err != nil {
+	if body == nil {
+		body = fe.Body()
+	}
+	if err := st.send(immediate(fe.Status, body, hdr)); err != nil {
 		return err
 	}
 	return errStop
 }
 
-// pick parses the request as the proxy does, asks admission control, routes
-// it (within the subset hint) and returns the destination list.
+// refusal turns an error of the pick into its immediate response (a
+// *router.ShedError or *router.FlightError), or errStop when admission
+// says the client went away while the request waited (nothing to answer).
+func (st *stream) refusal(err error) error {
+	var se *router.ShedError
+	var fe *router.FlightError
+	switch {
+	case errors.Is(err, router.ErrCancelled):
+		return errStop
+	case errors.As(err, &se):
+		return st.refuse(&se.FlightError, se.Body(), se.Header)
+	case errors.As(err, &fe):
+		return st.refuse(fe, nil, nil)
+	}
+	return err
+}
+
+// pick parses the request as the proxy does, runs admission control (the
+// proxy's: a saturated pool makes it wait here, bounded, before anything
+// reaches a replica), routes it (within the subset hint) and returns the
+// destination list.
 func (st *stream) pick() (string, error) {
 	rt := st.s.rt
 	fl, err := rt.NewFlight(st.ctx, st.method, st.path, st.hdr, st.body)
@@ -217,10 +235,9 @@ func (st *stream) pick() (string, error) {
 		return "", err
 	}
 	st.fl = fl
-	if a := st.s.opts.Admit; a != nil {
-		if ref := a.Admit(st.request()); ref != nil {
-			fl.Reject(ref.Status)
-			return "", &router.FlightError{Status: ref.Status, Type: wire.ErrTypeUnavailable, Msg: "shed by admission control: " + ref.Reason}
+	if st.method == http.MethodPost { // as the proxy admits what it proxies
+		if err := fl.Admit(st.hdr); err != nil {
+			return "", err
 		}
 	}
 	exclude, err := st.outsideSubset()
@@ -257,27 +274,6 @@ func (st *stream) outsideSubset() ([]string, error) {
 			Msg: fmt.Sprintf("none of the %d endpoints of the subset hint is a replica of this pool", len(st.subset))}
 	}
 	return out, nil
-}
-
-// request is what admission control sees.
-func (st *stream) request() *Request {
-	r := &Request{Path: st.path, Objective: st.hdr.Get(HeaderObjective), Fairness: st.hdr.Get(HeaderFairness),
-		TTFT: msHeader(st.hdr, HeaderTTFTSLO), TPOT: msHeader(st.hdr, HeaderTPOTSLO), Stream: st.fl.Stream()}
-	var m struct {
-		Model string `json:"model"`
-	}
-	if json.Unmarshal(st.body, &m) == nil {
-		r.Model = m.Model
-	}
-	return r
-}
-
-func msHeader(h http.Header, name string) time.Duration {
-	v, err := strconv.ParseFloat(strings.TrimSpace(h.Get(name)), 64)
-	if err != nil || !(v > 0 && v < 1e9) {
-		return 0
-	}
-	return time.Duration(v * float64(time.Millisecond))
 }
 
 func (st *stream) responseHeaders(req *extprocv3.ProcessingRequest, h *extprocv3.HttpHeaders) error {

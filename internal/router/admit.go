@@ -1,7 +1,10 @@
 package router
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -26,21 +29,26 @@ const HeaderShedReason = "x-llm-ring-shed-reason"
 // else woke it (a report may have freed capacity, a deadline may pass).
 const admitPoll = 50 * time.Millisecond
 
-// admitter drives the pure admission.Controller for the live router.
+// admitter drives the pure admission.Controller for the live router and
+// the endpoint picker (Flight.Admit): one Controller per pool (the table a
+// request is routed on: saturation, queue and pending are the pool's), one
+// set of token budgets for all (a flow's budget is the flow's, whatever
+// model it asks for), one set of metrics.
 //
-// Locking: mu guards c, waiters and seq; it is taken after no other lock
-// and released before any network write. The table's lock is taken under
-// mu (LoadView), never the other way round.
+// Locking: mu guards pools, waiters and seq; it is taken after no other
+// lock and released before any network write. A table's lock is taken
+// under mu (LoadView), never the other way round.
 type admitter struct {
 	cfg     config.Admission
+	s       admission.Settings
 	hdr     config.AdmissionHeaders
-	table   *state.Table
 	log     *slog.Logger
 	mu      sync.Mutex
-	c       *admission.Controller
+	budgets *admission.Budgets
+	pools   map[*state.Table]*admPool
+	order   []*admPool // in creation order (the status page)
 	waiters map[uint64]chan admission.Verdict
 	seq     uint64
-	pending int // dispatched from the queue, not yet routed (routed())
 
 	queueLen   prometheus.Gauge
 	queueBytes prometheus.Gauge
@@ -49,14 +57,23 @@ type admitter struct {
 	outcomes   *prometheus.CounterVec
 }
 
-// newAdmitter returns nil when admission is off (nothing is registered).
+// admPool is the admission state of one pool.
+type admPool struct {
+	table   *state.Table
+	c       *admission.Controller
+	pending int // dispatched from the queue, not yet routed (routed())
+}
+
+// newAdmitter returns nil when admission is off (nothing is registered);
+// table is the pool it starts with (others join on their first request).
 func newAdmitter(cfg config.Admission, table *state.Table, reg prometheus.Registerer, log *slog.Logger) (*admitter, error) {
 	s, err := cfg.Settings()
 	if err != nil || !s.Enabled {
 		return nil, err
 	}
-	a := &admitter{cfg: cfg, hdr: cfg.Headers.Names(), table: table, log: log, c: admission.New(s),
-		waiters: map[uint64]chan admission.Verdict{}}
+	a := &admitter{cfg: cfg, s: s, hdr: cfg.Headers.Names(), log: log, budgets: admission.NewBudgets(&s),
+		pools: map[*state.Table]*admPool{}, waiters: map[uint64]chan admission.Verdict{}}
+	a.pool(table)
 	a.queueLen = prometheus.NewGauge(prometheus.GaugeOpts{Name: "llm_ring_admission_queue_length", Help: "Requests waiting in the router for capacity."})
 	a.queueBytes = prometheus.NewGauge(prometheus.GaugeOpts{Name: "llm_ring_admission_queue_bytes", Help: "Body bytes held by waiting requests."})
 	a.saturation = prometheus.NewGauge(prometheus.GaugeOpts{Name: "llm_ring_admission_pool_saturation", Help: "The pool's saturation score at the last admission step (1: saturated)."})
@@ -71,18 +88,30 @@ func newAdmitter(cfg config.Admission, table *state.Table, reg prometheus.Regist
 	return a, nil
 }
 
+// pool returns table's admission state, creating it (a.mu held, or
+// before the admitter is shared).
+func (a *admitter) pool(table *state.Table) *admPool {
+	p := a.pools[table]
+	if p == nil {
+		p = &admPool{table: table, c: admission.NewShared(a.s, a.budgets)}
+		a.pools[table] = p
+		a.order = append(a.order, p)
+	}
+	return p
+}
+
 // item reads what a request says about itself.
-func (a *admitter) item(req *http.Request, f *flight, now int64) admission.Item {
+func (a *admitter) item(h http.Header, f *flight, now int64) admission.Item {
 	it := admission.Item{Arrived: now, Bytes: int64(len(f.body)), Priority: a.cfg.DefaultPriority,
-		Flow: req.Header.Get(a.hdr.FairnessID), Tokens: int64(f.in.Chars/4 + f.in.MaxTokens)}
+		Flow: h.Get(a.hdr.FairnessID), Tokens: int64(f.in.Chars/4 + f.in.MaxTokens)}
 	if f.in.Tokens > 0 {
 		it.Tokens = int64(f.in.Tokens + f.in.MaxTokens)
 	}
-	if p, ok := a.cfg.Objectives[req.Header.Get(a.hdr.Objective)]; ok {
+	if p, ok := a.cfg.Objectives[h.Get(a.hdr.Objective)]; ok {
 		it.Priority = p
 	}
 	slo := time.Duration(a.cfg.DefaultSLOTTFT)
-	if ms, err := strconv.ParseFloat(req.Header.Get(a.hdr.SLOTTFTMs), 64); err == nil && ms > 0 {
+	if ms, err := strconv.ParseFloat(h.Get(a.hdr.SLOTTFTMs), 64); err == nil && ms > 0 {
 		slo = time.Duration(ms * float64(time.Millisecond))
 	}
 	if slo > 0 {
@@ -91,25 +120,37 @@ func (a *admitter) item(req *http.Request, f *flight, now int64) admission.Item 
 	return it
 }
 
-// saturated reads the pool's score from the table (a.mu held).
-func (a *admitter) saturated(now int64) bool {
-	s := a.c.Settings()
-	score := a.table.LoadView(now, func(v *policy.View) float64 { return admission.PoolScore(v, s, a.pending) })
+// saturated reads the pool's score from its table (a.mu held).
+func (a *admitter) saturated(p *admPool, now int64) bool {
+	s := p.c.Settings()
+	score := p.table.LoadView(now, func(v *policy.View) float64 { return admission.PoolScore(v, s, p.pending) })
 	a.saturation.Set(score)
 	return score >= s.Limit
 }
 
-// admit decides for one request and, when it must wait, waits. It returns
-// true when the request goes on to routing; otherwise it has answered the
-// client (shed) or the client is gone (cancelled), and nothing reached a
-// replica.
-func (a *admitter) admit(ctx context.Context, w http.ResponseWriter, req *http.Request, f *flight) (admitted, bool) {
+// admit decides for one proxied request, routed on table, and, when it
+// must wait, waits. It returns true when the request goes on to routing;
+// otherwise it has answered the client (shed) or the client is gone
+// (cancelled), and nothing reached a replica.
+func (a *admitter) admit(ctx context.Context, w http.ResponseWriter, req *http.Request, f *flight, table *state.Table) (admitted, bool) {
+	ad, shed, ok := a.decide(ctx, req.Header, f, table)
+	if shed != nil {
+		a.shed(w, f, *shed)
+	}
+	return ad, ok
+}
+
+// decide is admission for either driver: ok, the request goes on to
+// routing; else shed is the verdict to answer, or nil when the client went
+// away while it waited.
+func (a *admitter) decide(ctx context.Context, h http.Header, f *flight, table *state.Table) (ad admitted, shed *admission.Verdict, ok bool) {
 	now := time.Now().UnixNano()
 	a.mu.Lock()
+	p := a.pool(table)
 	a.seq++
-	it := a.item(req, f, now)
+	it := a.item(h, f, now)
 	it.ID = a.seq
-	v, out, displaced := a.c.Offer(it, now, a.saturated(now))
+	v, out, displaced := p.c.Offer(it, now, a.saturated(p, now))
 	var ch chan admission.Verdict
 	if v.Outcome == admission.Queued {
 		ch = make(chan admission.Verdict, 1)
@@ -120,17 +161,18 @@ func (a *admitter) admit(ctx context.Context, w http.ResponseWriter, req *http.R
 	}
 	a.gauges()
 	a.mu.Unlock()
+	ad = admitted{on: true, tokens: it.Tokens, priority: it.Priority, flow: it.Flow, pool: p}
 	switch v.Outcome {
 	case admission.Admitted:
 		a.outcomes.WithLabelValues("admitted").Inc()
-		return admitted{on: true, tokens: it.Tokens, priority: it.Priority, flow: it.Flow}, true
+		return ad, nil, true
 	case admission.Shed:
-		a.shed(w, f, v)
-		return admitted{}, false
+		return admitted{}, &v, false
 	}
-	ok := a.await(ctx, w, f, it, ch)
-	return admitted{on: true, tokens: it.Tokens, queued: true, priority: it.Priority, flow: it.Flow,
-		wait: time.Since(time.Unix(0, it.Arrived))}, ok
+	ad.queued = true
+	shed, ok = a.await(ctx, f, it, p, ch)
+	ad.wait = time.Since(time.Unix(0, it.Arrived))
+	return ad, shed, ok
 }
 
 // admitted is what the handler keeps of an admitted request (its log line
@@ -142,6 +184,7 @@ type admitted struct {
 	priority int
 	flow     string
 	wait     time.Duration // in the queue
+	pool     *admPool
 }
 
 // note is the admission line of the request's logged trace.
@@ -155,16 +198,21 @@ func (ad *admitted) note() string {
 
 // done runs after an admitted request's answer ended: its flow's budget is
 // corrected with the counts the answer reported, and the released load may
-// let waiting requests go.
-func (a *admitter) done(req *http.Request, f *flight) {
-	if out := f.out; out.Known {
-		a.correct(req, f.adm.tokens, int64(out.CacheN+out.PromptN+out.PredictedN))
+// let waiting requests of its pool go. (The request is unused: the flow is
+// the one admission read.)
+func (a *admitter) done(_ *http.Request, f *flight) {
+	if a == nil || !f.adm.on {
+		return
 	}
-	a.kick()
+	if out := f.out; out.Known {
+		a.correct(f.adm.flow, f.adm.tokens, int64(out.CacheN+out.PromptN+out.PredictedN))
+	}
+	a.kick(f.adm.pool)
 }
 
-// await waits for a queued request's verdict.
-func (a *admitter) await(ctx context.Context, w http.ResponseWriter, f *flight, it admission.Item, ch chan admission.Verdict) bool {
+// await waits for a queued request's verdict: ok, or the shed verdict, or
+// neither when ctx ended (the client went away: the request is cancelled).
+func (a *admitter) await(ctx context.Context, f *flight, it admission.Item, p *admPool, ch chan admission.Verdict) (*admission.Verdict, bool) {
 	tick := time.NewTicker(admitPoll)
 	defer tick.Stop()
 	for {
@@ -173,47 +221,47 @@ func (a *admitter) await(ctx context.Context, w http.ResponseWriter, f *flight, 
 			if v.Outcome == admission.Admitted {
 				a.outcomes.WithLabelValues("admitted-after-wait").Inc()
 				a.wait.Observe(time.Since(time.Unix(0, it.Arrived)).Seconds())
-				return true
+				return nil, true
 			}
-			a.shed(w, f, v)
-			return false
+			return &v, false
 		case <-ctx.Done():
 			a.mu.Lock()
-			cancelled := a.c.Cancel(it.ID)
+			cancelled := p.c.Cancel(it.ID)
 			delete(a.waiters, it.ID)
 			a.gauges()
 			a.mu.Unlock()
 			if !cancelled { // dispatched at the same moment: let the next one go
-				a.release()
-				a.kick()
+				a.release(p)
+				a.kick(p)
 			}
 			a.outcomes.WithLabelValues("cancelled").Inc()
 			a.log.Info("admission_cancelled", slog.String("conversation", f.convo()), slog.String("path", f.path))
-			return false
+			return nil, false
 		case <-tick.C:
-			a.kick()
+			a.kick(p)
 		}
 	}
 }
 
-// kick sheds what expired and dispatches while the pool has room. Called
-// when an answer ends, by waiting requests on a timer, and on cancellation.
-func (a *admitter) kick() {
-	if a == nil {
+// kick sheds what expired in pool p and dispatches while it has room.
+// Called when an answer ends, by waiting requests on a timer, and on
+// cancellation.
+func (a *admitter) kick(p *admPool) {
+	if a == nil || p == nil {
 		return
 	}
 	now := time.Now().UnixNano()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.c.Expire(now, func(it admission.Item, r admission.Reason) {
+	p.c.Expire(now, func(it admission.Item, r admission.Reason) {
 		a.tell(it.ID, admission.Verdict{Outcome: admission.Shed, Reason: r})
 	})
-	for a.c.Len() > 0 {
-		it, ok := a.c.Dispatch(now, a.saturated(now))
+	for p.c.Len() > 0 {
+		it, ok := p.c.Dispatch(now, a.saturated(p, now))
 		if !ok {
 			break
 		}
-		a.pending++
+		p.pending++
 		a.tell(it.ID, admission.Verdict{Outcome: admission.Admitted})
 	}
 	a.gauges()
@@ -222,14 +270,14 @@ func (a *admitter) kick() {
 // routed says a request let go from the queue has been charged to the table
 // (or will never be): it no longer counts as pending.
 func (a *admitter) routed(ad admitted) {
-	if ad.queued {
-		a.release()
+	if a != nil && ad.queued {
+		a.release(ad.pool)
 	}
 }
 
-func (a *admitter) release() {
+func (a *admitter) release(p *admPool) {
 	a.mu.Lock()
-	a.pending = max(0, a.pending-1)
+	p.pending = max(0, p.pending-1)
 	a.mu.Unlock()
 }
 
@@ -241,22 +289,46 @@ func (a *admitter) tell(id uint64, v admission.Verdict) {
 	}
 }
 
+// gauges sets the queue gauges: the sums over the pools (a.mu held).
 func (a *admitter) gauges() {
-	a.queueLen.Set(float64(a.c.Len()))
-	a.queueBytes.Set(float64(a.c.Bytes()))
+	n, b := 0, int64(0)
+	for _, p := range a.order {
+		n, b = n+p.c.Len(), b+p.c.Bytes()
+	}
+	a.queueLen.Set(float64(n))
+	a.queueBytes.Set(float64(b))
 }
 
-// shed answers a refused request: 429 (or the configured 503) with
-// Retry-After, an OpenAI-style error naming the reason, and a log line.
+// shed answers a refused proxied request (shedAnswer) and logs it.
 func (a *admitter) shed(w http.ResponseWriter, f *flight, v admission.Verdict) {
+	status, hdr, body := a.shedAnswer(f, v)
+	for k, vs := range hdr {
+		w.Header()[k] = vs
+	}
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// shedAnswer is the answer to a shed request, the same from the proxy and
+// the endpoint picker: 429 (or the configured 503), Retry-After, the
+// reason header and an OpenAI-style error naming the reason. It counts
+// and logs the shedding.
+func (a *admitter) shedAnswer(f *flight, v admission.Verdict) (int, http.Header, []byte) {
 	a.outcomes.WithLabelValues("shed-" + v.Reason.String()).Inc()
 	retry := max(1, (v.RetryAfterNs+int64(time.Second)-1)/int64(time.Second))
-	w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
-	w.Header().Set(HeaderShedReason, v.Reason.String())
 	status := a.cfg.Status()
 	a.log.Info("admission_shed", slog.String("conversation", f.convo()), slog.String("path", f.path),
 		slog.String("reason", v.Reason.String()), slog.Int("status", status))
-	writeJSON(w, status, wire.NewError(status, wire.ErrTypeUnavailable, "request shed by admission control: "+shedText[v.Reason]))
+	hdr := http.Header{}
+	hdr.Set("Content-Type", "application/json")
+	hdr.Set("Retry-After", strconv.FormatInt(retry, 10))
+	hdr.Set(HeaderShedReason, v.Reason.String())
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf) // as writeJSON encodes
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	enc.Encode(wire.NewError(status, wire.ErrTypeUnavailable, "request shed by admission control: "+shedText[v.Reason]))
+	return status, hdr, buf.Bytes()
 }
 
 var shedText = map[admission.Reason]string{
@@ -269,12 +341,53 @@ var shedText = map[admission.Reason]string{
 
 // correct gives back (or takes) the difference between the tokens charged
 // to a flow's budget on admission and what the answer reported.
-func (a *admitter) correct(req *http.Request, estimated, actual int64) {
-	if a == nil || actual <= 0 {
+func (a *admitter) correct(flow string, estimated, actual int64) {
+	if actual <= 0 {
 		return
 	}
 	now := time.Now().UnixNano()
 	a.mu.Lock()
-	a.c.Budgets().Charge(req.Header.Get(a.hdr.FairnessID), actual-estimated, now)
+	a.budgets.Charge(flow, actual-estimated, now)
 	a.mu.Unlock()
+}
+
+// ShedError is a request admission control refused, as the endpoint
+// picker answers it (an immediate response): the proxy's status, headers
+// and body for the same verdict.
+type ShedError struct {
+	FlightError
+	Header http.Header // Content-Type, Retry-After, x-llm-ring-shed-reason
+	body   []byte
+}
+
+// Body is the JSON error, byte for byte the proxy's.
+func (e *ShedError) Body() []byte { return e.body }
+
+// ErrCancelled is Admit's answer when the request's context ended while it
+// waited in the queue: it never reached a replica, and nothing is to be
+// answered (the client is gone).
+var ErrCancelled = errors.New("admission: the request's client went away while it waited")
+
+// Admit runs admission control for the Flight (the endpoint picker's
+// driver), with the request's headers h: nil, route it now (after waiting
+// in the queue, bounded by max_wait or its deadline, if the pool was
+// saturated); a *ShedError to answer; or ErrCancelled when the Flight's
+// context ended while it waited. With admission off it returns nil at
+// once. Call it before Route, once.
+func (fl *Flight) Admit(h http.Header) error {
+	a, f := fl.r.adm, fl.f
+	if a == nil {
+		return nil
+	}
+	ad, shed, ok := a.decide(f.ctx, h, f, fl.r.table)
+	f.adm = ad
+	switch {
+	case ok:
+		return nil
+	case shed == nil:
+		return ErrCancelled
+	}
+	status, hdr, body := a.shedAnswer(f, *shed) // counted as the proxy counts it
+	return &ShedError{FlightError: FlightError{Status: status, Type: wire.ErrTypeUnavailable,
+		Msg: "request shed by admission control: " + shedText[shed.Reason]}, Header: hdr, body: body}
 }

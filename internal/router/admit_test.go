@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/llm-ring/llm-ring/internal/config"
+	"github.com/llm-ring/llm-ring/internal/policy"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
+	"github.com/llm-ring/llm-ring/internal/state"
 )
 
 // admissionHarness: one replica that holds every request until told, a
@@ -55,7 +58,11 @@ func (h *harness) send(ctx context.Context, wg *sync.WaitGroup, n int, objective
 func (a *admitter) queued() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.c.Len()
+	n := 0
+	for _, p := range a.order {
+		n += p.c.Len()
+	}
+	return n
 }
 
 // Over capacity: requests wait in the router, not at the replica; the
@@ -138,4 +145,33 @@ func TestAdmissionLive(t *testing.T) {
 		!h.waitLog(t, `admission: band 10, flow \"\": waited`) || !h.waitLog(t, `"queue_wait_ms":`) {
 		t.Errorf("log lacks the cancellation or the shed:\n%s", h.logText())
 	}
+}
+
+// TestAdmissionPerPool: the admitter keeps one queue per table (pool): a
+// request for a pool that has room is admitted at once while another pool
+// is saturated and has requests waiting; token budgets are shared.
+func TestAdmissionPerPool(t *testing.T) {
+	h, f := admissionHarness(t)
+	adm := h.rt.adm
+	var wg sync.WaitGroup
+	out := make(chan [2]int, 8)
+	bg := context.Background()
+	h.send(bg, &wg, 1, "", out)
+	h.send(bg, &wg, 2, "", out)
+	waitFor(t, "two requests at the replica", func() bool { return f.calls.Load() == 2 })
+	h.send(bg, &wg, 3, "", out)
+	waitFor(t, "request 3 queued", func() bool { return adm.queued() == 1 })
+
+	other := state.New(h.rt.cfg.StateConfig(), policy.Least{})
+	other.SetReplicas([]replicaset.Replica{{Name: "other-0", URL: "http://127.0.0.1:1"}})
+	fl := &flight{ctx: bg, path: "/v1/chat/completions", body: []byte(chatBody("x", false))}
+	ad, shed, ok := adm.decide(bg, http.Header{}, fl, other)
+	if !ok || shed != nil || ad.queued || ad.pool == adm.pools[h.rt.table] {
+		t.Fatalf("a request for an idle pool: ok %v shed %v queued %v: want admitted at once, on its own pool", ok, shed, ad.queued)
+	}
+	if adm.queued() != 1 || len(adm.order) != 2 || adm.order[1].c.Len() != 0 {
+		t.Fatalf("queues: %d waiting over %d pools", adm.queued(), len(adm.order))
+	}
+	close(f.hold)
+	wg.Wait()
 }

@@ -106,6 +106,7 @@ func (fl *Flight) Route(exclude ...string) error {
 	r, f := fl.r, fl.f
 	t0 := time.Now()
 	tk, d, err := r.route(f, t0.UnixNano(), exclude...)
+	r.adm.routed(f.adm) // admission (admit.go): no longer pending
 	r.metrics.decision.Observe(time.Since(t0).Seconds())
 	if err != nil {
 		r.metrics.rejected.WithLabelValues("503").Inc()
@@ -233,6 +234,7 @@ func (fl *Flight) Finish(ctx context.Context) {
 	if fl.f.ticket.Replica.Name != "" {
 		fl.r.finish(ctx, fl.f)
 	}
+	fl.r.adm.done(nil, fl.f) // admission (admit.go): the budget corrected, a waiting request let go
 	fl.putHasher()
 	if fl.buf != nil {
 		b := fl.buf

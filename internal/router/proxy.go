@@ -103,7 +103,7 @@ func (r *Router) serveProxied(w http.ResponseWriter, req *http.Request) {
 	f.start = start
 	if r.adm != nil { // admission control (issue 22): wait, or answer shed, before routing
 		w0 := time.Now()
-		f.adm, ok = r.adm.admit(ctx, w, req, f)
+		f.adm, ok = r.adm.admit(ctx, w, req, f, r.table)
 		r.traceAdmission(ctx, w, w0, f.adm.queued, ok) // operator hook (issue 25): the admission on the span, tracing.go
 		if !ok {
 			return

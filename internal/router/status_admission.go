@@ -1,6 +1,7 @@
 package router
 
 import (
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,7 +31,8 @@ type AdmissionBand struct {
 }
 
 // admissionInfo reads the admitter under its lock (as its own steps do:
-// the table's lock inside). The score is computed, not set on the gauge:
+// the tables' locks inside), summed over its pools: the saturation shown is
+// the most saturated pool's. The score is computed, not set on the gauge:
 // the page only looks.
 func (r *Router) admissionInfo(now time.Time) *AdmissionInfo {
 	a := r.adm
@@ -38,16 +40,30 @@ func (r *Router) admissionInfo(now time.Time) *AdmissionInfo {
 		return nil
 	}
 	a.mu.Lock()
-	s := a.c.Settings()
-	out := &AdmissionInfo{Queued: a.c.Len(), QueueBytes: a.c.Bytes(), QueueCapacity: s.QueueCapacity,
-		Pending: a.pending, Limit: s.Limit, Bands: []AdmissionBand{}}
-	out.Saturation = a.table.LoadView(now.UnixNano(), func(v *policy.View) float64 {
-		return admission.PoolScore(v, s, a.pending)
-	})
-	prios, lens := a.c.BandLen()
+	s := &a.s
+	out := &AdmissionInfo{QueueCapacity: s.QueueCapacity, Limit: s.Limit, Bands: []AdmissionBand{}}
+	waiting := map[int]int{}
+	var prios []int
+	for _, p := range a.order {
+		out.Queued += p.c.Len()
+		out.QueueBytes += p.c.Bytes()
+		out.Pending += p.pending
+		score := p.table.LoadView(now.UnixNano(), func(v *policy.View) float64 {
+			return admission.PoolScore(v, s, p.pending)
+		})
+		out.Saturation = max(out.Saturation, score)
+		ps, lens := p.c.BandLen()
+		for i, pr := range ps {
+			if _, ok := waiting[pr]; !ok {
+				prios = append(prios, pr)
+			}
+			waiting[pr] += lens[i]
+		}
+	}
 	a.mu.Unlock()
-	for i, p := range prios {
-		out.Bands = append(out.Bands, AdmissionBand{Priority: p, Waiting: lens[i]})
+	slices.SortFunc(prios, func(x, y int) int { return y - x })
+	for _, p := range prios {
+		out.Bands = append(out.Bands, AdmissionBand{Priority: p, Waiting: waiting[p]})
 	}
 	out.Outcomes = counterByLabel(a.outcomes, "outcome")
 	return out
