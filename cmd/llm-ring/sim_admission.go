@@ -36,7 +36,7 @@ func defineAdmissionFlags(fs *flag.FlagSet) *admissionFlags {
 		floodShare:   fs.Float64("admission-flood-share", 0, "with --admission: share of conversations that flow t0 (the flooder) sends on top"),
 	}
 	fs.Var(&a.set, "admission-set", "with --admission: KEY=VALUE, repeatable: queue_capacity, queue_threshold, "+
-		"kv_threshold, token_capacity, limit, max_wait and service_floor (durations), order (fcfs|edf)")
+		"kv_threshold, token_capacity, limit, max_wait and service_floor (durations), order (fcfs|edf), shed_status (429|503)")
 	return a
 }
 
@@ -55,13 +55,22 @@ func (a *admissionFlags) apply(o *simOptions, set map[string]bool) error {
 	}
 	st := admission.Defaults()
 	st.Enabled = true
+	shedStatus := 0
 	for _, kv := range a.set {
+		if v, ok := strings.CutPrefix(kv, "shed_status="); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return fmt.Errorf("--admission-set %s: shed_status: %q is not a valid value", kv, v)
+			}
+			shedStatus = n
+			continue
+		}
 		if err := setAdmission(&st, kv); err != nil {
 			return fmt.Errorf("--admission-set %s: %w", kv, err)
 		}
 	}
 	adm := &sim.Admission{Settings: st, SLOTTFT: time.Duration(o.slo.TTFTMS * 1e6), HighShare: *a.highShare,
-		HighPriority: *a.highPriority, Tenants: *a.tenants, FloodShare: *a.floodShare}
+		HighPriority: *a.highPriority, Tenants: *a.tenants, FloodShare: *a.floodShare, ShedStatus: shedStatus}
 	if err := adm.Validate(); err != nil {
 		return err
 	}
@@ -99,7 +108,7 @@ func setAdmission(st *admission.Settings, kv string) error {
 	case "order":
 		st.Order = v
 	default:
-		return fmt.Errorf("unknown key %q (want queue_capacity, queue_threshold, kv_threshold, limit, token_capacity, max_wait, service_floor or order)", k)
+		return fmt.Errorf("unknown key %q (want queue_capacity, queue_threshold, kv_threshold, limit, token_capacity, max_wait, service_floor, order or shed_status)", k)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %q is not a valid value", k, v)

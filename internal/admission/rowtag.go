@@ -41,3 +41,15 @@ func ParseRowTag(conv string) (base string, t RowTag, ok bool) {
 	}
 	return base, RowTag{Priority: prio, Flow: fl, WaitMS: wait}, true
 }
+
+// ShedPrefix starts the error text of every request shed by admission, in
+// the router's JSON error and in a simulated row's error column.
+const ShedPrefix = "request shed by admission control: "
+
+// IsShed reports whether a simulated request row (status, error text) was
+// shed by admission: status 429 (the default shed status; the simulated
+// replicas never answer it), or 503 (shed_status 503) with the shed error
+// text (a 503 is also what a request gets when no replica can take it).
+func IsShed(status int, errText string) bool {
+	return status == 429 || status == 503 && strings.Contains(errText, ShedPrefix)
+}

@@ -19,3 +19,16 @@ func TestRowTagRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestIsShed(t *testing.T) {
+	msg := ShedPrefix + "deadline"
+	for _, c := range []struct {
+		status int
+		err    string
+		want   bool
+	}{{429, msg, true}, {503, msg, true}, {503, "no ready replica to serve the request", false}, {503, "HTTP 503: " + msg, true}, {429, "", true}, {200, msg, false}} {
+		if got := IsShed(c.status, c.err); got != c.want {
+			t.Errorf("IsShed(%d, %q) = %v, want %v", c.status, c.err, got, c.want)
+		}
+	}
+}

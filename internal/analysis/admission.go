@@ -18,7 +18,8 @@ import (
 // (written by WriteField when their rows carry admission tags).
 const AdmissionCSV = "admission.csv"
 
-// StatusShed is the status of a request shed by admission.
+// StatusShed is the status of a request shed by admission (by default:
+// admission.IsShed tells a shed row by its status, 429 or 503, and text).
 const StatusShed = 429
 
 // shedAndWait returns the share of rows shed by admission and the p90 of
@@ -27,7 +28,7 @@ func shedAndWait(rows []record.Request) (shed, waitP90 float64) {
 	var n int
 	var waits []float64
 	for i := range rows {
-		if rows[i].Status == StatusShed {
+		if admission.IsShed(rows[i].Status, rows[i].Error) {
 			n++
 			continue
 		}

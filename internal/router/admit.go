@@ -41,6 +41,7 @@ const admitPoll = 50 * time.Millisecond
 type admitter struct {
 	cfg     config.Admission
 	s       admission.Settings
+	model   *policy.Predictive // predicts a request's service time (policy.ServiceTime)
 	hdr     config.AdmissionHeaders
 	log     *slog.Logger
 	mu      sync.Mutex
@@ -66,12 +67,23 @@ type admPool struct {
 
 // newAdmitter returns nil when admission is off (nothing is registered);
 // table is the pool it starts with (others join on their first request).
-func newAdmitter(cfg config.Admission, table *state.Table, reg prometheus.Registerer, log *slog.Logger) (*admitter, error) {
+// The service-time model is predictive's, with the configuration's
+// policies.predictive settings, whatever policy routes.
+func newAdmitter(rc *config.Router, table *state.Table, reg prometheus.Registerer, log *slog.Logger) (*admitter, error) {
+	cfg := rc.Admission
 	s, err := cfg.Settings()
 	if err != nil || !s.Enabled {
 		return nil, err
 	}
-	a := &admitter{cfg: cfg, s: s, hdr: cfg.Headers.Names(), log: log, budgets: admission.NewBudgets(&s),
+	ps, err := rc.PolicySettings("predictive")
+	if err != nil {
+		return nil, err
+	}
+	model, _ := ps.(*policy.Predictive)
+	if model == nil {
+		model = policy.DefaultPredictive()
+	}
+	a := &admitter{cfg: cfg, s: s, model: model, hdr: cfg.Headers.Names(), log: log, budgets: admission.NewBudgets(&s),
 		pools: map[*state.Table]*admPool{}, waiters: map[uint64]chan admission.Verdict{}}
 	a.pool(table)
 	a.queueLen = prometheus.NewGauge(prometheus.GaugeOpts{Name: "llm_ring_admission_queue_length", Help: "Requests waiting in the router for capacity."})
@@ -120,6 +132,18 @@ func (a *admitter) item(h http.Header, f *flight, now int64) admission.Item {
 	return it
 }
 
+// service predicts it's time from dispatch to first token on the pool's
+// best replica now (a.mu held); only a request with a deadline needs it.
+func (a *admitter) service(p *admPool, f *flight, now int64) int64 {
+	prompt := f.in.Chars / 4
+	if f.in.Tokens > 0 {
+		prompt = f.in.Tokens
+	}
+	return int64(p.table.LoadView(now, func(v *policy.View) float64 {
+		return float64(policy.ServiceTime(a.model, v, prompt))
+	}))
+}
+
 // saturated reads the pool's score from its table (a.mu held).
 func (a *admitter) saturated(p *admPool, now int64) bool {
 	s := p.c.Settings()
@@ -150,6 +174,9 @@ func (a *admitter) decide(ctx context.Context, h http.Header, f *flight, table *
 	a.seq++
 	it := a.item(h, f, now)
 	it.ID = a.seq
+	if it.Deadline > 0 {
+		it.Service = a.service(p, f, now)
+	}
 	v, out, displaced := p.c.Offer(it, now, a.saturated(p, now))
 	var ch chan admission.Verdict
 	if v.Outcome == admission.Queued {

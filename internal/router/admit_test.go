@@ -175,3 +175,32 @@ func TestAdmissionPerPool(t *testing.T) {
 	close(f.hold)
 	wg.Wait()
 }
+
+// TestAdmissionPredictsService: a request's predicted service time
+// (policy.ServiceTime) counts against its TTFT SLO. Before any answer
+// nothing is predicted (nothing is shed on a guess): a short SLO is
+// admitted. That answer, held 400 ms, teaches the replica a prefill rate of
+// its prompt (~150 tokens) per ≥ 0.4 s; a prompt about 3× longer is then
+// predicted at ≥ 1.2 s on the idle pool: with a 600 ms SLO it is shed at
+// once (reason deadline), with a 20 s SLO admitted.
+func TestAdmissionPredictsService(t *testing.T) {
+	h, f := admissionHarness(t)
+	go func() { time.Sleep(400 * time.Millisecond); f.hold <- struct{}{} }()
+	resp, body := h.post(t, "/v1/chat/completions", chatBody(strings.Repeat("word ", 100), false), "x-conversation-id", "a", "x-slo-ttft-ms", "100")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("first request, nothing learned yet: %d %s, want 200", resp.StatusCode, body)
+	}
+	close(f.hold)
+	long := chatBody(strings.Repeat("word ", 400), false)
+	resp, body = h.post(t, "/v1/chat/completions", long, "x-conversation-id", "b", "x-slo-ttft-ms", "600")
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get(HeaderShedReason) != "deadline" {
+		t.Fatalf("600 ms SLO: %d reason %q %s, want 429 deadline", resp.StatusCode, resp.Header.Get(HeaderShedReason), body)
+	}
+	if f.calls.Load() != 1 {
+		t.Fatal("the shed request reached the replica")
+	}
+	resp, body = h.post(t, "/v1/chat/completions", long, "x-conversation-id", "c", "x-slo-ttft-ms", "20000")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("20 s SLO: %d %s, want 200", resp.StatusCode, body)
+	}
+}

@@ -140,7 +140,7 @@ func New(opts Options) (*Router, error) {
 	if r.scraper, err = r.newScraper(); err != nil {
 		return nil, err
 	}
-	if r.adm, err = newAdmitter(cfg.Admission, r.table, r.reg, log); err != nil {
+	if r.adm, err = newAdmitter(cfg, r.table, r.reg, log); err != nil {
 		return nil, err
 	}
 	r.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

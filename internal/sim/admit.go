@@ -16,7 +16,8 @@ import (
 // dispatches: the simulator routes a dispatched request at once); Dispatch
 // until it says no after every answer, every replica report and every
 // membership change; Expire when the controller's NextExpiry falls due. A
-// shed request ends with status 429 and never reaches a replica.
+// shed request ends with status 429 (or ShedStatus 503) and never reaches
+// a replica.
 //
 // The traffic's classes are drawn per conversation from the seed: a share
 // of them in the top band, and a flow (tenant) each, one of which floods.
@@ -39,6 +40,17 @@ type Admission struct {
 	// traffic, tests).
 	Bands []int
 	Flows []string
+	// ShedStatus is the status of a shed request's row: 429 (0, the
+	// default) or 503, as the router's admission.shed_status.
+	ShedStatus int
+}
+
+// status is the shed rows' status.
+func (a *Admission) status() int {
+	if a.ShedStatus == 0 {
+		return 429
+	}
+	return a.ShedStatus
 }
 
 // Validate names the first bad setting.
@@ -58,6 +70,9 @@ func (a *Admission) Validate() error {
 	}
 	if !(a.FloodShare >= 0 && a.FloodShare <= 1) {
 		errs = append(errs, fmt.Errorf("admission flood-share: must be in [0, 1], got %v", a.FloodShare))
+	}
+	if st := a.status(); st != 429 && st != 503 {
+		errs = append(errs, fmt.Errorf("admission shed_status: must be 429 or 503, got %d", st))
 	}
 	if a.Tenants < 0 || a.Tenants > 1000 {
 		errs = append(errs, fmt.Errorf("admission tenants: must be between 0 and 1000, got %d", a.Tenants))
@@ -108,14 +123,37 @@ func splitmix(x uint64) uint64 {
 type admState struct {
 	spec     *Admission
 	c        *admission.Controller
-	expireAt time.Duration // the armed expiry timer (0: none)
-	admitted int64         // at once
-	waited   int64         // after waiting
+	model    *policy.Predictive // the service-time model (policy.ServiceTime); nil until first used
+	expireAt time.Duration      // the armed expiry timer (0: none)
+	admitted int64              // at once
+	waited   int64              // after waiting
 	shed     map[admission.Reason]int64
 }
 
 func newAdmState(a *Admission) *admState {
 	return &admState{spec: a, c: admission.New(a.Settings), shed: map[admission.Reason]int64{}}
+}
+
+// service predicts a request of prompt tokens' time from dispatch to first
+// token on router 0's best replica now, as the live router does: the model
+// is predictive's with the run's policies.predictive settings (read once),
+// whatever policy routes.
+func (s *sim) service(prompt int) (int64, error) {
+	a := s.adm
+	if a.model == nil {
+		ps, err := s.spec.Router.PolicySettings("predictive")
+		if err != nil {
+			return 0, fmt.Errorf("admission: the service-time model: %w", err)
+		}
+		m, ok := ps.(*policy.Predictive)
+		if !ok {
+			return 0, fmt.Errorf("admission: the service-time model: policies.predictive decodes to %T", ps)
+		}
+		a.model = m
+	}
+	return int64(s.tables[0].LoadView(int64(s.now), func(v *policy.View) float64 {
+		return float64(policy.ServiceTime(a.model, v, prompt))
+	})), nil
 }
 
 // saturated reads the pool's saturation from router 0's table at now.
@@ -136,6 +174,10 @@ func (s *sim) offer(u int32) error {
 		Bytes: int64(us.chars), Tokens: int64(us.chars/4 + turn.MaxTokens)}
 	if a.spec.SLOTTFT > 0 {
 		it.Deadline = now + int64(a.spec.SLOTTFT)
+		var err error
+		if it.Service, err = s.service(us.chars / 4); err != nil {
+			return err
+		}
 	}
 	us.tokens = it.Tokens
 	v, out, displaced := a.c.Offer(it, now, s.saturated())
@@ -156,8 +198,8 @@ func (s *sim) offer(u int32) error {
 	return nil
 }
 
-// ShedText is the message of a request shed for reason (status 429).
-func ShedText(r admission.Reason) string { return "request shed by admission control: " + r.String() }
+// ShedText is the message of a request shed for reason.
+func ShedText(r admission.Reason) string { return admission.ShedPrefix + r.String() }
 
 // shed ends user u's request as refused by admission.
 func (s *sim) shed(u int32, r admission.Reason) error {
@@ -165,7 +207,7 @@ func (s *sim) shed(u int32, r admission.Reason) error {
 	us.queued = false
 	us.replica, us.reason, us.ticket = -1, "", ticketNone
 	s.adm.shed[r]++
-	return s.fail(u, 429, ShedText(r))
+	return s.fail(u, s.adm.spec.status(), ShedText(r))
 }
 
 // admitStep sheds what expired and dispatches while the pool has room,
@@ -244,6 +286,6 @@ func admConfig(a *Admission) map[string]any {
 		"token_capacity": st.TokenCapacity, "limit": st.Limit, "max_wait": time.Duration(st.MaxWaitNs).String(),
 		"service_floor": time.Duration(st.ServiceFloorNs).String(),
 		"order":         st.Order, "slo_ttft": a.SLOTTFT.String(), "high_share": a.HighShare, "high_priority": a.HighPriority,
-		"tenants": a.Tenants, "flood_share": a.FloodShare,
+		"tenants": a.Tenants, "flood_share": a.FloodShare, "shed_status": a.status(),
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/llm-ring/llm-ring/internal/admission"
 	"github.com/llm-ring/llm-ring/internal/config"
@@ -194,5 +195,62 @@ func TestAdmissionProperties(t *testing.T) {
 		if _, _, ok := admission.ParseRowTag(r.Conversation); ok || r.Status == 429 {
 			t.Fatalf("admission off: row %q status %d", r.Conversation, r.Status)
 		}
+	}
+}
+
+// TestAdmissionPredictsService: the simulator fills Item.Service from
+// policy.ServiceTime, as the router does. One user sends c0 (a short
+// prompt), then c1 (~2,000 characters, ~500 tokens). c0 is admitted with
+// nothing learned (no prediction); its answer teaches the replica its
+// prefill rate (1 ms per token: 1,000 tok/s), so c1 is predicted at
+// ~0.5 s on the idle replica: with a 300 ms SLO it is shed at once
+// (deadline, no wait, no replica); with a 2 s SLO it is served.
+func TestAdmissionPredictsService(t *testing.T) {
+	run := func(slo time.Duration) map[string]record.Request {
+		convs := fixed{
+			{ID: "c0", Turns: []traffic.Turn{{User: "Hello there, how are you?", MaxTokens: 4}}},
+			{ID: "c1", Turns: []traffic.Turn{{User: strings.Repeat("word ", 400), MaxTokens: 4}}},
+		}
+		router := DefaultRouter()
+		router.Signals.Interval = config.Duration(0)
+		prof := tinyProfile(2, 1)
+		prof.TurnsMax = 1
+		sp := Spec{RunID: "svc", Policy: "llm-aware", Seed: 1, Profile: prof, Replicas: 1, Model: tinyModel(0),
+			Router: router, Source: convs, Admission: &Admission{Settings: admSettings(2), SLOTTFT: slo}}
+		var rows rowsOf
+		if _, err := Run(context.Background(), sp, &rows); err != nil {
+			t.Fatal(err)
+		}
+		return byConv(t, rows)
+	}
+	got := run(300 * time.Millisecond)
+	if r := got["c0"]; r.Status != 200 {
+		t.Fatalf("c0: status %d (%q), want 200 (nothing predicted before an answer)", r.Status, r.Error)
+	}
+	if r := got["c1"]; r.Status != 429 || !strings.Contains(r.Error, "deadline") || r.Replica != "" || wait(t, r) != 0 {
+		t.Errorf("c1, 300 ms SLO: status %d (%q) on %q after %v ms, want 429 deadline at once", r.Status, r.Error, r.Replica, wait(t, r))
+	}
+	got = run(2 * time.Second)
+	if r := got["c1"]; r.Status != 200 || r.TTFTMS < 300 {
+		t.Errorf("c1, 2 s SLO: status %d, TTFT %v ms; want 200 and a TTFT over 300 ms (the prediction's point)", r.Status, r.TTFTMS)
+	}
+}
+
+// TestAdmissionShedStatus: ShedStatus 503 (the router's shed_status) makes
+// shed rows 503, still told apart from other failures (admission.IsShed);
+// another status is refused.
+func TestAdmissionShedStatus(t *testing.T) {
+	sp, _ := burstSpec(4, &Admission{Settings: admSettings(1), ShedStatus: 503})
+	var rows rowsOf
+	if _, err := Run(context.Background(), sp, &rows); err != nil {
+		t.Fatal(err)
+	}
+	got := byConv(t, rows)
+	if r := got["c3"]; r.Status != 503 || !admission.IsShed(r.Status, r.Error) || !strings.Contains(r.Error, "queue-full") {
+		t.Errorf("c3: status %d (%q), want 503 queue-full", r.Status, r.Error)
+	}
+	bad := &Admission{Settings: admSettings(1), ShedStatus: 500}
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "shed_status") {
+		t.Errorf("ShedStatus 500: %v, want an error naming shed_status", err)
 	}
 }
