@@ -36,7 +36,8 @@ func defineAdmissionFlags(fs *flag.FlagSet) *admissionFlags {
 		floodShare:   fs.Float64("admission-flood-share", 0, "with --admission: share of conversations that flow t0 (the flooder) sends on top"),
 	}
 	fs.Var(&a.set, "admission-set", "with --admission: KEY=VALUE, repeatable: queue_capacity, queue_threshold, "+
-		"kv_threshold, token_capacity, limit, max_wait and service_floor (durations), order (fcfs|edf), shed_status (429|503)")
+		"kv_threshold, token_capacity, limit, max_wait and service_floor (durations), order (fcfs|edf), shed_status (429|503), "+
+		"min_share=BAND:SHARE and flow_weight=FLOW:WEIGHT (repeatable)")
 	return a
 }
 
@@ -107,11 +108,39 @@ func setAdmission(st *admission.Settings, kv string) error {
 		st.ServiceFloorNs = int64(d)
 	case "order":
 		st.Order = v
+	case "min_share", "flow_weight": // BAND:SHARE, FLOW:WEIGHT (repeatable)
+		return setAdmissionMap(st, k, v)
 	default:
-		return fmt.Errorf("unknown key %q (want queue_capacity, queue_threshold, kv_threshold, limit, token_capacity, max_wait, service_floor, order or shed_status)", k)
+		return fmt.Errorf("unknown key %q (want queue_capacity, queue_threshold, kv_threshold, limit, token_capacity, max_wait, service_floor, order, shed_status, min_share or flow_weight)", k)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %q is not a valid value", k, v)
 	}
+	return nil
+}
+
+// setAdmissionMap sets one entry of st's MinShare (v = BAND:SHARE) or
+// FlowWeights (v = FLOW:WEIGHT); ranges are checked by Settings.Validate.
+func setAdmissionMap(st *admission.Settings, k, v string) error {
+	name, val, ok := strings.Cut(v, ":")
+	x, err := strconv.ParseFloat(val, 64)
+	if !ok || err != nil {
+		return fmt.Errorf("%s: %q is not KEY:NUMBER", k, v)
+	}
+	if k == "flow_weight" {
+		if st.FlowWeights == nil {
+			st.FlowWeights = map[string]float64{}
+		}
+		st.FlowWeights[name] = x
+		return nil
+	}
+	band, err := strconv.Atoi(name)
+	if err != nil {
+		return fmt.Errorf("min_share: band %q is not an integer", name)
+	}
+	if st.MinShare == nil {
+		st.MinShare = map[int]float64{}
+	}
+	st.MinShare[band] = x
 	return nil
 }

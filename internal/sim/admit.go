@@ -287,5 +287,6 @@ func admConfig(a *Admission) map[string]any {
 		"service_floor": time.Duration(st.ServiceFloorNs).String(),
 		"order":         st.Order, "slo_ttft": a.SLOTTFT.String(), "high_share": a.HighShare, "high_priority": a.HighPriority,
 		"tenants": a.Tenants, "flood_share": a.FloodShare, "shed_status": a.status(),
+		"min_share": st.MinShare, "flow_weights": st.FlowWeights, "tokens_per_minute": st.TokensPerMinute,
 	}
 }
