@@ -28,16 +28,17 @@ func TestServiceTime(t *testing.T) {
 		// No replica has answered: unknown (predictive's prior, 80 tok/s,
 		// is not used: 10 s would shed every request with a shorter SLO).
 		{"nothing learned", serviceView(Row{}, Row{Load: Load{Requests: 3, Tokens: 900}}), 4, 800, 0},
-		// r0: 2 in flight, 600 tokens (mean 300), a slot free: each shares
-		// up to min(300, 400) → 600 + 400 new at 1000 tok/s = 1.0 s;
-		// r1: idle, 400 at 500 tok/s = 0.8 s. The least: 0.8 s.
-		{"least", serviceView(one(2, 600, 1000), one(0, 0, 500)), 4, 400, 0.8},
-		// One slot, two in flight (mean 500): both end before it: 1000 +
-		// 100 new at 1000 tok/s.
+		// r0: 2 in flight, a slot free (4 slots): no queue, 400 new at
+		// 1000 tok/s = 0.4 s; r1: idle, 400 at 500 tok/s = 0.8 s.
+		{"a slot free", serviceView(one(2, 600, 1000), one(0, 0, 500)), 4, 400, 0.4},
+		// One slot, two in flight (mean 500): q = 2 − 1 + 1 = 2 end before
+		// it: (2 × 500 + 100) / 1000.
 		{"slots full", serviceView(one(2, 1000, 1000)), 1, 100, 1.1},
+		// The same beside an idle replica at 500 tok/s: 100 / 500.
+		{"least", serviceView(one(2, 1000, 1000), one(0, 0, 500)), 1, 100, 0.2},
 		// An unlearned idle replica takes the mean of the learned rates
-		// (1000): 100 / 1000 against r0's (2·min(500,100) + 100) / 1000.
-		{"mean rate", serviceView(one(2, 1000, 1000), Row{}), 4, 100, 0.1},
+		// (1000): 100 / 1000.
+		{"mean rate", serviceView(one(2, 1000, 1000), Row{}), 1, 100, 0.1},
 		// A prompt of no tokens counts as one: 1 / 1000 s.
 		{"empty prompt", serviceView(one(0, 0, 1000)), 4, 0, 0.001},
 	}
@@ -55,24 +56,26 @@ func TestServiceTime(t *testing.T) {
 // has in flight (other routers' traffic) adds them at the mean charge; a
 // stale one is ignored; excluded replicas do not count.
 func TestServiceTimeReports(t *testing.T) {
-	p := DefaultPredictive()
+	p := DefaultPredictive() // 4 slots
 	row := Row{Load: Load{Requests: 1, Tokens: 200}, Speed: Speed{Prefill: 1000},
-		Reported: Reported{Running: 3, Waiting: 2, HasQueue: true, At: 9.5e9}}
-	// Fresh: n = 5, work = 1000 (mean 200); q = 5 − 4 + 1 = 2 in full (400),
-	// the other 3 up to the prompt's 100 (300): (700 + 100) / 1000 = 0.8 s.
-	if got := ServiceTime(p, serviceView(row), 100); !nearNs(got, 800e6) {
-		t.Errorf("fresh report: %d ns, want 800 ms", got)
+		Reported: Reported{Running: 1, Waiting: 3, HasQueue: true, At: 9.5e9}}
+	// Fresh: 4 requests there, 3 more than the router's: n = 4, work =
+	// 200 + 3 × 200 = 800 (mean 200); q = max(4 − 4 + 1, 3 waiting) = 3:
+	// (3 × 200 + 100) / 1000 = 0.7 s.
+	if got := ServiceTime(p, serviceView(row), 100); !nearNs(got, 700e6) {
+		t.Errorf("fresh report: %d ns, want 700 ms", got)
 	}
-	// Stale (2 s old, stale after 1 s): n = 1: (min(200, 100) + 100) / 1000.
-	row.Reported.At = 8e9
-	if got := ServiceTime(p, serviceView(row), 100); !nearNs(got, 200e6) {
-		t.Errorf("stale report: %d ns, want 200 ms", got)
+	// Stale (2 s old, stale after 1 s): n = 1, a slot free: 100 / 1000.
+	stale := row
+	stale.Reported.At = 8e9
+	if got := ServiceTime(p, serviceView(stale), 100); !nearNs(got, 100e6) {
+		t.Errorf("stale report: %d ns, want 100 ms", got)
 	}
-	idle := Row{Speed: Speed{Prefill: 1000}}
+	idle := Row{Speed: Speed{Prefill: 2000}}
 	v := serviceView(idle, row)
 	v.Exclude = []uint64{1} // the idle one may not be picked
-	if got := ServiceTime(p, v, 100); !nearNs(got, 200e6) {
-		t.Errorf("idle replica excluded: %d ns, want the other's 200 ms", got)
+	if got := ServiceTime(p, v, 100); !nearNs(got, 700e6) {
+		t.Errorf("idle replica excluded: %d ns, want the other's 700 ms", got)
 	}
 	v.Exclude = []uint64{3}
 	if got := ServiceTime(p, v, 100); got != 0 {
