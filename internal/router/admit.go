@@ -62,7 +62,8 @@ type admitter struct {
 type admPool struct {
 	table   *state.Table
 	c       *admission.Controller
-	pending int // dispatched from the queue, not yet routed (routed())
+	pending int                   // dispatched from the queue, not yet routed (routed())
+	cached  admission.CachedShare // the answers' share of cached prompt tokens (service)
 }
 
 // newAdmitter returns nil when admission is off (nothing is registered);
@@ -139,6 +140,7 @@ func (a *admitter) service(p *admPool, f *flight, now int64) int64 {
 	if f.in.Tokens > 0 {
 		prompt = f.in.Tokens
 	}
+	prompt = p.cached.New(prompt) // the view has no matches: the pool's recent cached share
 	return int64(p.table.LoadView(now, func(v *policy.View) float64 {
 		return float64(policy.ServiceTime(a.model, v, prompt))
 	}))
@@ -233,6 +235,9 @@ func (a *admitter) done(_ *http.Request, f *flight) {
 	}
 	if out := f.out; out.Known {
 		a.correct(f.adm.flow, f.adm.tokens, int64(out.CacheN+out.PromptN+out.PredictedN))
+		a.mu.Lock()
+		f.adm.pool.cached.Learn(out.CacheN, out.PromptN)
+		a.mu.Unlock()
 	}
 	a.kick(f.adm.pool)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/llm-ring/llm-ring/internal/admission"
+	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/policy"
 )
 
@@ -124,9 +125,10 @@ type admState struct {
 	spec     *Admission
 	c        *admission.Controller
 	model    *policy.Predictive // the service-time model (policy.ServiceTime); nil until first used
-	expireAt time.Duration      // the armed expiry timer (0: none)
-	admitted int64              // at once
-	waited   int64              // after waiting
+	cached   admission.CachedShare
+	expireAt time.Duration // the armed expiry timer (0: none)
+	admitted int64         // at once
+	waited   int64         // after waiting
 	shed     map[admission.Reason]int64
 }
 
@@ -151,9 +153,21 @@ func (s *sim) service(prompt int) (int64, error) {
 		}
 		a.model = m
 	}
+	prompt = a.cached.New(prompt) // the view has no matches: the pool's recent cached share
 	return int64(s.tables[0].LoadView(int64(s.now), func(v *policy.View) float64 {
 		return float64(policy.ServiceTime(a.model, v, prompt))
 	})), nil
+}
+
+// admAnswered tells admission an answer's counts, as the router's admitter
+// learns them: the flow's budget is corrected, the pool's cached share
+// learns.
+func (s *sim) admAnswered(us *user, res *model.Result, at time.Duration) {
+	if s.adm == nil {
+		return
+	}
+	s.adm.c.Budgets().Charge(us.flow, int64(res.CacheN+res.PromptN+res.PredictedN)-us.tokens, int64(at))
+	s.adm.cached.Learn(res.CacheN, res.PromptN)
 }
 
 // saturated reads the pool's saturation from router 0's table at now.

@@ -528,9 +528,7 @@ func (s *sim) complete(u int32, res *model.Result, at time.Duration) error {
 	if fb.CacheLost {
 		s.cacheLost++
 	}
-	if s.adm != nil { // the flow's budget learns the answer's counts, as the router's does
-		s.adm.c.Budgets().Charge(us.flow, int64(res.CacheN+res.PromptN+res.PredictedN)-us.tokens, int64(at))
-	}
+	s.admAnswered(us, res, at) // admission learns the answer's counts, as the router's does (admit.go)
 	s.res.Completed++
 	s.count(us, 200)
 	if res.PredictedN == 0 {
