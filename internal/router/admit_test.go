@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/llm-ring/llm-ring/internal/admission"
 	"github.com/llm-ring/llm-ring/internal/config"
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/replicaset"
@@ -202,5 +204,20 @@ func TestAdmissionPredictsService(t *testing.T) {
 	resp, body = h.post(t, "/v1/chat/completions", long, "x-conversation-id", "c", "x-slo-ttft-ms", "20000")
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("20 s SLO: %d %s, want 200", resp.StatusCode, body)
+	}
+	// The pool's cached share discounts the prompt: with 90 % of the
+	// answers' prompt tokens cached, a 4,000-token prompt is predicted as
+	// 400 new ones (the idle pool: prefill only, a tenth of the time).
+	adm := h.rt.adm
+	adm.mu.Lock()
+	defer adm.mu.Unlock()
+	p := adm.pools[h.rt.table]
+	p.cached = admission.CachedShare{}
+	fl := &flight{in: state.Input{Tokens: 4000}}
+	now := time.Now().UnixNano()
+	whole := adm.service(p, fl, now)
+	p.cached.Learn(900, 100)
+	if part := adm.service(p, fl, now); whole <= 0 || math.Abs(float64(part)/float64(whole)-0.1) > 1e-3 {
+		t.Fatalf("service %d ns with a 90 %% cached share, %d without: want a tenth", part, whole)
 	}
 }
