@@ -69,8 +69,8 @@ type ModelPollOptions struct {
 // update. A slow update delays the next publication, never the wrapped
 // source.
 type ModelPoller struct {
-	src  Source
-	o    ModelPollOptions
+	src Source
+	o   ModelPollOptions
 	log *slog.Logger
 }
 
