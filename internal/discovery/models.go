@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -101,7 +102,12 @@ func NewModelPoller(src Source, o ModelPollOptions) (*ModelPoller, error) {
 		o.Concurrency = DefaultModelPollConcurrency
 	}
 	if o.Client == nil {
-		o.Client = &http.Client{}
+		o.Client = &http.Client{Transport: &http.Transport{
+			Proxy:               nil, // replicas are reached directly
+			DialContext:         (&net.Dialer{Timeout: o.Timeout, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConnsPerHost: 1, // one idle connection per replica
+			IdleConnTimeout:     2 * o.Refresh,
+		}}
 	}
 	log := o.Logger
 	if log == nil {
