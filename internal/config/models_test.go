@@ -173,6 +173,7 @@ func TestModelsErrorsNameTheKey(t *testing.T) {
 		{"adapter twice", strings.Replace(twoModels, "    qwen:\n", "    qwen:\n      adapters: [sql-lora]\n", 1), `models.pools.qwen.adapters[0]: "sql-lora" is already an adapter of llama-8b`},
 		{"adapter empty", strings.Replace(twoModels, "[sql-lora, chat-lora]", `[sql-lora, ""]`, 1), "models.pools.llama-8b.adapters[1]: must not be empty"},
 		{"adapter is a pool", strings.Replace(twoModels, "[sql-lora, chat-lora]", "[qwen]", 1), `models.pools.llama-8b.adapters[0]: "qwen" is a model with its own pool`},
+		{"pool of an alias", strings.Replace(twoModels, "    qwen:\n", "    llama:\n      policy: bounded\n    qwen:\n", 1), `models.pools.llama: "llama" is an alias: configure the pool of its model, llama-8b`},
 		{"labels negative", strings.Replace(twoModels, "max_model_labels: 4", "max_model_labels: -1", 1), "models.max_model_labels: must be between 0 and 1000"},
 		{"affinity not a bool", strings.Replace(twoModels, "adapter_affinity: false", "adapter_affinity: sometimes", 1), "models.adapter_affinity: must be true or false"},
 		{"empty section", "\nmodels:\n", "models: must be a mapping, not empty"},

@@ -84,13 +84,16 @@ func (t *Table) adapterTier(i int, name string, now int64) int8 {
 	if e := t.adapterEntry(id, name); e != nil && (e.inflight > 0 || now-e.last <= int64(AdapterTTL)) {
 		return TierResident
 	}
+	if rep.Max <= 0 {
+		return TierFreeSlot // slots unknown: assumed free
+	}
 	inUse := len(rep.Running) + len(rep.Waiting)
 	for _, e := range t.adapters[id] {
 		if e.inflight > 0 && !slices.Contains(rep.Running, e.name) && !slices.Contains(rep.Waiting, e.name) {
 			inUse++
 		}
 	}
-	if rep.Max <= 0 || inUse < rep.Max {
+	if inUse < rep.Max {
 		return TierFreeSlot
 	}
 	if slices.Contains(rep.Waiting, name) {
