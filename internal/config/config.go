@@ -65,6 +65,12 @@ type Router struct {
 	Tracing Tracing `json:"tracing" cfg:"optional"` // operator (issue 25): tracing.go
 	// Admission is admission control in front of routing (issue 22): admission.go.
 	Admission Admission `json:"admission" cfg:"optional"`
+	// Models: pools by model, aliases, rewrites, adapters (issue 23): models.go.
+	Models Models `json:"models" cfg:"optional"`
+	// Facts are what the driver knows of the engine (the simulator: the
+	// replica preset's model); policy settings that are engine facts take
+	// them unless policies.<name> sets them (facts.go). Not configured.
+	Facts policy.Facts `json:"-"`
 }
 
 // PrefixIndex sizes the approximate prefix index: per replica, the prompt
@@ -157,7 +163,7 @@ func (c *Router) PolicySettings(name string) (policy.Settings, error) {
 	if err != nil {
 		return nil, fmt.Errorf("policies.%s.%w", name, err)
 	}
-	return s, nil
+	return c.withFacts(name, s)
 }
 
 // SetPolicySetting sets one key of a policy's settings (as `llm-ring sim
@@ -177,18 +183,10 @@ func (c *Router) SetPolicySetting(name, key, value string) error {
 		v, _ = json.Marshal(value)
 	}
 	patch, _ := json.Marshal(map[string]json.RawMessage{key: v})
-	s, err := sp.Decode(base, patch)
-	if err != nil {
+	if _, err := sp.Decode(base, patch); err != nil {
 		return fmt.Errorf("policies.%s.%w", name, err)
 	}
-	b, _ := json.Marshal(s)
-	pol := make(map[string]json.RawMessage, len(c.Policies)+1)
-	for k, raw := range c.Policies {
-		pol[k] = raw
-	}
-	pol[name] = b
-	c.Policies = pol
-	return nil
+	return c.setPolicyKey(name, key, v)
 }
 
 // StateConfig returns the routing-state settings of c.
@@ -203,6 +201,7 @@ func (c *Router) StateConfig() state.Config {
 			CapacityTokens: c.PrefixIndex.CapacityTokens,
 			TTL:            c.PrefixIndex.TTL.D(),
 		},
+		AdapterAffinity: c.Models.AdapterAffinityOn(),
 	}
 }
 
@@ -279,6 +278,9 @@ func Parse(data []byte) (*Router, error) {
 // moved before anything else (its other missing keys would be reported
 // first otherwise).
 func checkKey(raw any, t reflect.Type, path string) (bool, error) {
+	if handled, err := checkModels(raw, t, path); handled || err != nil {
+		return handled, err
+	}
 	switch t {
 	case reflect.TypeOf(Duration(0)):
 		str, ok := raw.(string)
@@ -376,6 +378,7 @@ func (c *Router) ValidateRouting() error {
 	if !(c.CharsPerToken > 0) {
 		bad("chars_per_token", "must be > 0, got %g", c.CharsPerToken)
 	}
+	errs = append(errs, c.ValidateModels())
 	return errors.Join(errs...)
 }
 
