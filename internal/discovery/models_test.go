@@ -471,3 +471,17 @@ func TestModelPollerErrors(t *testing.T) {
 		t.Error("nil source accepted")
 	}
 }
+
+// model_source static: the static list's models pass through as configured
+// (sorted by replica, nothing polled, nil stays unknown).
+func TestStaticPassesModelsThrough(t *testing.T) {
+	configured := models("llama-3.1-8b", "", "sql-lora", "llama-3.1-8b")
+	src := Static{{Name: "b", URL: "http://b:8000"}, {Name: "a", URL: "http://a:8000", Models: configured}}
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan []replicaset.Replica, 1)
+	go func() { _ = src.Run(ctx, func(rs []replicaset.Replica) { got <- rs; cancel() }) }()
+	rs := <-got
+	if len(rs) != 2 || !has(rs, "a", configured) || !has(rs, "b", nil) || rs[0].Name != "a" {
+		t.Fatalf("static published %v", rs)
+	}
+}
