@@ -105,6 +105,9 @@ func (r *Replica) resolveModel(w http.ResponseWriter, name string) (adapter stri
 	if ok {
 		return adapter, true
 	}
+	if base, a, cut := strings.Cut(name, ":"); cut && r.h.api == APISGLang && r.h.served.parent[a] == base {
+		return a, true // SGLang's model "base:adapter" (python/sglang/srt/entrypoints/openai)
+	}
 	msg := fmt.Sprintf("The model `%s` does not exist.", name)
 	if r.h.api == APILlamaCpp {
 		writeError(w, http.StatusNotFound, "not_found_error", msg)

@@ -187,6 +187,13 @@ func TestSGLangLoRAPoolMetrics(t *testing.T) {
 			t.Fatalf("%s: %d %s", m, rec.Code, rec.Body)
 		}
 	}
+	// SGLang's own syntax names an adapter as base:adapter.
+	if rec := do(t, r, "POST", "/v1/chat/completions", chatFor("a:y")); rec.Code != 200 {
+		t.Fatalf("a:y: %d %s", rec.Code, rec.Body)
+	}
+	if rec := do(t, r, "POST", "/v1/chat/completions", chatFor("b:y")); rec.Code != 404 {
+		t.Fatalf("b:y (y is a's): %d %s", rec.Code, rec.Body)
+	}
 	metrics := do(t, r, "GET", "/metrics", "").Body.String()
 	for _, w := range []string{
 		`sglang:lora_pool_slots_used{model_name="qwen2.5-0.5b-instruct-sim"} 2`,
