@@ -82,7 +82,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 
 // collectEngine writes the vLLM or SGLang series; it reports whether it did.
 func (c *collector) collectEngine(ch chan<- prometheus.Metric, st model.Stats) bool {
-	m := c.r.h.alias
+	m := c.r.h.baseModels()[0] // the model_name label: the first served model (vLLM: served_model_name)
 	g := func(d *prometheus.Desc, v float64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, m)
 	}

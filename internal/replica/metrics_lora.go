@@ -57,7 +57,7 @@ func (c *collector) collectLoRA(ch chan<- prometheus.Metric, ad policy.Adapters,
 			strconv.Itoa(ad.Max), strings.Join(ad.Running, ","), strings.Join(ad.Waiting, ","))
 	case APISGLang:
 		total := c.r.h.modelConfig.MaxLoras
-		m := c.r.h.alias
+		m := c.r.h.baseModels()[0]
 		ch <- prometheus.MustNewConstMetric(descSGLoRAUsed, prometheus.GaugeValue, float64(resident), m)
 		ch <- prometheus.MustNewConstMetric(descSGLoRATotal, prometheus.GaugeValue, float64(total), m)
 		ch <- prometheus.MustNewConstMetric(descSGLoRAUtil, prometheus.GaugeValue, float64(resident)/float64(total), m)
