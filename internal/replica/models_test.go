@@ -3,12 +3,15 @@ package replica
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/llm-ring/llm-ring/internal/engine"
 	"github.com/llm-ring/llm-ring/internal/model"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 )
 
 // servedOpts: a vLLM replica serving models a and b, adapters x and y on
@@ -215,5 +218,19 @@ func TestNoLoRASeriesWithoutSlots(t *testing.T) {
 	r := newTestReplica(t, func(o *Options) { o.API = APIVLLM; o.Model.Engine = model.EngineVLLM })
 	if m := do(t, r, "GET", "/metrics", "").Body.String(); strings.Contains(m, "lora") {
 		t.Fatalf("LoRA series without slots:\n%s", m)
+	}
+}
+
+// The router's model-list reader (internal/engine, used by discovery)
+// learns the replica's models and adapters from its GET /v1/models.
+func TestDiscoveryReadsTheModelList(t *testing.T) {
+	r := newTestReplica(t, servedOpts(APIVLLM))
+	ms, err := engine.ParseModels(engine.ModelsOpenAI, do(t, r, "GET", "/v1/models", "").Body.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []replicaset.Model{{Name: "a"}, {Name: "b"}, {Name: "x", Parent: "a"}, {Name: "y", Parent: "a"}, {Name: "z", Parent: "b"}}
+	if !slices.Equal(ms, want) {
+		t.Fatalf("parsed %+v, want %+v", ms, want)
 	}
 }
