@@ -26,6 +26,9 @@ func (s tableSink) Report(name string, sm signals.Sample, ok bool, at time.Time)
 		if r.HasKV = sm.HasKV; r.HasKV {
 			r.KVUse = sm.KVUse
 		}
+		if a := sm.Adapters; a != nil {
+			r.Adapters = policy.Adapters{Running: a.Running, Waiting: a.Waiting, Max: a.Max, Has: true}
+		}
 	}
 	s.t.SetReported(name, r)
 }
