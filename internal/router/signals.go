@@ -5,12 +5,13 @@ import (
 
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/signals"
-	"github.com/llm-ring/llm-ring/internal/state"
+	"github.com/llm-ring/llm-ring/internal/pool"
 )
 
-// tableSink feeds the replicas' own signals into the routing state, where
-// policies read them as Row.Reported.
-type tableSink struct{ t *state.Table }
+// tableSink feeds the replicas' own signals into the routing state of
+// every pool holding the replica, where policies read them as
+// Row.Reported.
+type tableSink struct{ t *pool.Set }
 
 var _ signals.Sink = tableSink{}
 
@@ -55,7 +56,7 @@ func (r *Router) newScraper() (*signals.Scraper, error) {
 		return nil, err
 	}
 	return signals.New(signals.Config{Interval: c.Interval.D(), Timeout: c.Timeout.D(), Path: c.Path, Mapping: m},
-		tableSink{r.table}, r.reg, r.log)
+		tableSink{r.pools}, r.reg, r.log)
 }
 
 // scrapeTargets tells the scraper the current replica set, each replica
@@ -65,7 +66,7 @@ func (r *Router) scrapeTargets() {
 	if r.scraper == nil {
 		return
 	}
-	st := r.table.Status()
+	st := r.view()
 	ts := make([]signals.Target, 0, len(st.Replicas))
 	for _, x := range st.Replicas {
 		name := r.cfg.MetricsPreset(x.Engine)
