@@ -62,26 +62,26 @@ type Options struct {
 
 // Router is the HTTP router. It is an http.Handler.
 type Router struct {
-	cfg     *config.Router
-	log     *slog.Logger
-	pools   *pool.Set    // one routing table per model served (issue 23; pools.go)
-	pcfg    pool.Config  // the models section pools was built from
+	cfg   *config.Router
+	log   *slog.Logger
+	pools *pool.Set   // one routing table per model served (issue 23; pools.go)
+	pcfg  pool.Config // the models section pools was built from
 	// decisionObs is each pool's llm_ring_decision_seconds series
 	// (*pool.Pool -> prometheus.Observer).
 	decisionObs sync.Map
-	table   *state.Table // the catch-all pool's: every replica's without model lists (legacy)
-	reg     *prometheus.Registry
-	metrics *metrics
-	proxy   *httputil.ReverseProxy
-	base    http.RoundTripper
-	rules   keyRules
-	mux     *http.ServeMux
-	budget  bodyBudget
+	table       *state.Table // the catch-all pool's: every replica's without model lists (legacy)
+	reg         *prometheus.Registry
+	metrics     *metrics
+	proxy       *httputil.ReverseProxy
+	base        http.RoundTripper
+	rules       keyRules
+	mux         *http.ServeMux
+	budget      bodyBudget
 
-	hashers  sync.Pool        // *prefix.Hasher, one per request in flight
-	scraper  *signals.Scraper // the replicas' /metrics; nil when signals.interval is 0
-	health   healthNotes      // what the health checks found wrong with the configuration
-	mu       sync.Mutex       // serializes policy changes (admin API)
+	hashers sync.Pool        // *prefix.Hasher, one per request in flight
+	scraper *signals.Scraper // the replicas' /metrics; nil when signals.interval is 0
+	health  healthNotes      // what the health checks found wrong with the configuration
+	mu      sync.Mutex       // serializes policy changes (admin API)
 
 	draining atomic.Bool // readiness fails: Serve is shutting down
 	// Every proxied request's context ends with flights: Serve cancels it

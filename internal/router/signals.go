@@ -4,8 +4,8 @@ import (
 	"time"
 
 	"github.com/llm-ring/llm-ring/internal/policy"
-	"github.com/llm-ring/llm-ring/internal/signals"
 	"github.com/llm-ring/llm-ring/internal/pool"
+	"github.com/llm-ring/llm-ring/internal/signals"
 )
 
 // tableSink feeds the replicas' own signals into the routing state of
