@@ -187,7 +187,8 @@ func (r *Router) serveModels(w http.ResponseWriter, req *http.Request, c *models
 			refusal = a
 		}
 	}
-	if len(lists) == 0 {
+	pooled := c.spec.upstream == wire.PathModels && len(r.pools.Models()) > 0
+	if len(lists) == 0 && !pooled {
 		if refusal != nil {
 			writeRaw(w, refusal.status, refusal.body)
 			return
@@ -195,7 +196,13 @@ func (r *Router) serveModels(w http.ResponseWriter, req *http.Request, c *models
 		r.fail(w, &httpError{http.StatusServiceUnavailable, wire.ErrTypeUnavailable, "no replica answered GET " + c.spec.upstream})
 		return
 	}
-	merged, err := mergeModels(c.spec.merge, lists, r.log)
+	merged, err := []byte(`{"object":"list","data":[]}`), error(nil)
+	if len(lists) > 0 {
+		merged, err = mergeModels(c.spec.merge, lists, r.log)
+	}
+	if err == nil && pooled {
+		merged, err = r.poolModels(merged)
+	}
 	if err != nil {
 		r.fail(w, &httpError{http.StatusBadGateway, wire.ErrTypeServer, err.Error()})
 		return

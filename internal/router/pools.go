@@ -1,9 +1,11 @@
 package router
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/llm-ring/llm-ring/internal/cluster"
@@ -173,4 +175,57 @@ func replicaModels(ms []replicaset.Model) []string {
 		out = append(out, m.Name)
 	}
 	return out
+}
+
+// poolModels completes the merged GET /v1/models answer with the pools
+// (issue 23): every model the router routes by name gets "replicas", the
+// size of its pool (an adapter: the replicas listing it), and "parent" for
+// an adapter; a model a pool serves that no replica's list showed gets a
+// card of its own; a card no pool would route (no pool of that name, and
+// no replica in the catch-all pool to take it) is left out.
+func (r *Router) poolModels(merged []byte) ([]byte, error) {
+	var in struct {
+		Data []map[string]json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(merged, &in); err != nil {
+		return nil, err
+	}
+	byID := map[string]map[string]json.RawMessage{}
+	for _, card := range in.Data {
+		var id string
+		if json.Unmarshal(card["id"], &id) == nil && id != "" {
+			byID[id] = card
+		}
+	}
+	catchAll := r.pools.Pool("").Replicas() > 0
+	var out []map[string]json.RawMessage
+	for _, m := range r.pools.Models() {
+		card := byID[m.ID]
+		if card == nil {
+			card = map[string]json.RawMessage{"id": jsonString(m.ID), "object": jsonString("model"),
+				"created": json.RawMessage("0"), "owned_by": jsonString("llm-ring")}
+		}
+		delete(byID, m.ID)
+		if _, ok := card["parent"]; !ok && m.Parent != "" {
+			card["parent"] = jsonString(m.Parent)
+		}
+		card["replicas"] = json.RawMessage(strconv.Itoa(m.Replicas))
+		out = append(out, card)
+	}
+	if catchAll {
+		for _, card := range byID {
+			out = append(out, card)
+		}
+	}
+	id := func(c map[string]json.RawMessage) string { var s string; json.Unmarshal(c["id"], &s); return s }
+	slices.SortFunc(out, func(a, b map[string]json.RawMessage) int { return strings.Compare(id(a), id(b)) })
+	return json.Marshal(struct {
+		Object string                       `json:"object"`
+		Data   []map[string]json.RawMessage `json:"data"`
+	}{"list", out})
+}
+
+func jsonString(s string) json.RawMessage {
+	b, _ := json.Marshal(s)
+	return b
 }
