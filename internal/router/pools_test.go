@@ -341,3 +341,83 @@ func TestAdapterPreference(t *testing.T) {
 		t.Errorf("hot got %d bodies, first %q", len(bodies), bodies[0])
 	}
 }
+
+// The admin API sets each pool's policy: ?model= names the pool (an alias
+// its model's), none the catch-all; an unknown model is a 404 naming the
+// pools; a reset of one pool leaves the others' memory.
+func TestAdminPerPool(t *testing.T) {
+	a := newModelReplica(t, "a-0", replicaset.Model{Name: "model-a"})
+	b := newModelReplica(t, "b-0", replicaset.Model{Name: "model-b"})
+	rt, url := poolRouter(t, []replicaset.Replica{a.replica(), b.replica()}, withAdmin(t, "s3cret"), func(c *config.Router) {
+		c.Models = config.Models{Aliases: map[string]string{"fast": "model-a"},
+			Pools: map[string]config.ModelPool{"model-b": {Policy: "bounded"}}}
+	})
+	admin := httptest.NewServer(rt.AdminHandler())
+	defer admin.Close()
+	do := func(method, path, body string) (int, string) {
+		req, _ := http.NewRequest(method, admin.URL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer s3cret")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	policyOf := func(q string) string {
+		code, body := do(http.MethodGet, "/admin/policy"+q, "")
+		var s PolicySettings
+		if err := json.Unmarshal([]byte(body), &s); code != 200 || err != nil {
+			t.Fatalf("GET /admin/policy%s: %d %s", q, code, body)
+		}
+		return s.Model + ":" + s.Policy
+	}
+	if got := policyOf(""); got != ":llm-aware" {
+		t.Errorf("catch-all: %s", got)
+	}
+	if got := policyOf("?model=model-b"); got != "model-b:bounded" {
+		t.Errorf("model-b (configured bounded): %s", got)
+	}
+	if code, body := do(http.MethodPut, "/admin/policy?model=fast", `{"policy":"consistent"}`); code != 200 || !strings.Contains(body, `"model": "model-a"`) {
+		t.Fatalf("PUT ?model=fast: %d %s", code, body)
+	}
+	if got := policyOf("?model=model-a") + " " + policyOf("?model=model-b") + " " + policyOf(""); got != "model-a:consistent model-b:bounded :llm-aware" {
+		t.Errorf("after the PUT: %s", got)
+	}
+	if code, body := do(http.MethodGet, "/admin/policy?model=nope", ""); code != 404 || !strings.Contains(body, `\"model-a\"`) {
+		t.Errorf("unknown pool: %d %s", code, body)
+	}
+	for i := range 4 {
+		chat(t, url, []string{"model-a", "model-b"}[i%2], fmt.Sprintf("c%d", i), false)
+	}
+	memory := func(model string) int { return rt.Pools().Pool(model).Table().Status().Memory }
+	waitUntil(t, "both pools remember", func() bool { return memory("model-a") == 2 && memory("model-b") == 2 })
+	if code, _ := do(http.MethodPost, "/admin/reset?model=model-b", ""); code != 200 || memory("model-b") != 0 || memory("model-a") != 2 {
+		t.Errorf("reset of model-b: %d, memory a=%d b=%d", code, memory("model-a"), memory("model-b"))
+	}
+	// The requests are counted under their pool's label.
+	if got := testutilCount(rt, "model-a"); got != 2 {
+		t.Errorf("llm_ring_requests_total{model=model-a} = %v, want 2", got)
+	}
+}
+
+// testutilCount sums llm_ring_requests_total over the series of a model
+// label.
+func testutilCount(rt *Router, label string) float64 {
+	mfs, _ := rt.Registry().Gather()
+	var n float64
+	for _, mf := range mfs {
+		if mf.GetName() != "llm_ring_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "model" && l.GetValue() == label {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
+}
