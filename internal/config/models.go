@@ -247,6 +247,9 @@ func (c *Router) ValidateModels() error {
 			bad("models.pools", "a pool needs a model name")
 			continue
 		}
+		if target, alias := m.Aliases[model]; alias {
+			bad(key, "%q is an alias: configure the pool of its model, %s", model, target)
+		}
 		errs = append(errs, c.validatePool(model))
 		for i, a := range m.Pools[model].Adapters {
 			akey := fmt.Sprintf("%s.adapters[%d]", key, i)

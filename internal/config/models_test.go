@@ -132,10 +132,9 @@ func TestStaticReplicaModels(t *testing.T) {
 	}
 	for _, tt := range []struct{ edit, want string }{
 		{`{name: qwen}`, ""},
-		{`{name: ""}`, "discovery.static[1].models[0].name: must not be empty"},
+		// Decoded strictly (the values are checked with the discovery keys,
+		// discovery_models.go).
 		{`{parent: qwen}`, "discovery.static[1].models[0].name: missing"},
-		{`{name: qwen, parent: qwen}`, `discovery.static[1].models[0].parent: "qwen" is the adapter itself`},
-		{`{name: qwen}, {name: qwen}`, `discovery.static[1].models[1].name: "qwen" is listed twice`},
 		{`{name: qwen, base: x}`, "discovery.static[1].models[0].base: unknown key"},
 	} {
 		_, err := Parse([]byte(strings.Replace(ex, `[{name: qwen}]`, "["+tt.edit+"]", 1)))
@@ -173,6 +172,7 @@ func TestModelsErrorsNameTheKey(t *testing.T) {
 		{"adapter twice", strings.Replace(twoModels, "    qwen:\n", "    qwen:\n      adapters: [sql-lora]\n", 1), `models.pools.qwen.adapters[0]: "sql-lora" is already an adapter of llama-8b`},
 		{"adapter empty", strings.Replace(twoModels, "[sql-lora, chat-lora]", `[sql-lora, ""]`, 1), "models.pools.llama-8b.adapters[1]: must not be empty"},
 		{"adapter is a pool", strings.Replace(twoModels, "[sql-lora, chat-lora]", "[qwen]", 1), `models.pools.llama-8b.adapters[0]: "qwen" is a model with its own pool`},
+		{"pool of an alias", strings.Replace(twoModels, "    qwen:\n", "    llama:\n      policy: bounded\n    qwen:\n", 1), `models.pools.llama: "llama" is an alias: configure the pool of its model, llama-8b`},
 		{"labels negative", strings.Replace(twoModels, "max_model_labels: 4", "max_model_labels: -1", 1), "models.max_model_labels: must be between 0 and 1000"},
 		{"affinity not a bool", strings.Replace(twoModels, "adapter_affinity: false", "adapter_affinity: sometimes", 1), "models.adapter_affinity: must be true or false"},
 		{"empty section", "\nmodels:\n", "models: must be a mapping, not empty"},

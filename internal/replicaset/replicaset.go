@@ -63,25 +63,6 @@ func Validate(rs []Replica) error {
 		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("[%d].url: %q is not an absolute http(s) URL", i, r.URL)
 		}
-		if err := validateModels(r.Models); err != nil {
-			return fmt.Errorf("[%d].models%w", i, err)
-		}
-	}
-	return nil
-}
-
-// validateModels checks a replica's model list: names given and unique, an
-// adapter's parent not itself.
-func validateModels(ms []Model) error {
-	for j, m := range ms {
-		switch {
-		case strings.TrimSpace(m.Name) == "":
-			return fmt.Errorf("[%d].name: must not be empty", j)
-		case m.Parent == m.Name:
-			return fmt.Errorf("[%d].parent: %q is the adapter itself", j, m.Parent)
-		case slices.ContainsFunc(ms[:j], func(o Model) bool { return o.Name == m.Name }):
-			return fmt.Errorf("[%d].name: %q is listed twice", j, m.Name)
-		}
 	}
 	return nil
 }

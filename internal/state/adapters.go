@@ -35,9 +35,18 @@ import (
 // AdapterTTL; at most Adapters.Max idle entries (AdapterMemory when Max is
 // unknown) are kept per replica (least recently used out); the memory of
 // a replica that leaves the set is forgotten.
+//
+// Spill (an addition to the scorer's order): a hot adapter resident on one
+// replica would otherwise take all its traffic there, whatever the load,
+// since a free slot elsewhere is a worse tier. When every resident replica
+// is over AdapterSpill times the mean load (requests in flight, as
+// bounded-load hashing caps a ring home), the free-slot replicas join the
+// pick: the adapter loads on a second replica instead of queueing there,
+// and never by evicting an adapter in use.
 const (
 	AdapterTTL    = 60 * time.Second
 	AdapterMemory = 8
+	AdapterSpill  = 2.0
 )
 
 // Adapter tiers (Ticket.AdapterTier); 0: no adapter, or affinity off.
@@ -75,13 +84,16 @@ func (t *Table) adapterTier(i int, name string, now int64) int8 {
 	if e := t.adapterEntry(id, name); e != nil && (e.inflight > 0 || now-e.last <= int64(AdapterTTL)) {
 		return TierResident
 	}
+	if rep.Max <= 0 {
+		return TierFreeSlot // slots unknown: assumed free
+	}
 	inUse := len(rep.Running) + len(rep.Waiting)
 	for _, e := range t.adapters[id] {
 		if e.inflight > 0 && !slices.Contains(rep.Running, e.name) && !slices.Contains(rep.Waiting, e.name) {
 			inUse++
 		}
 	}
-	if rep.Max <= 0 || inUse < rep.Max {
+	if inUse < rep.Max {
 		return TierFreeSlot
 	}
 	if slices.Contains(rep.Waiting, name) {
@@ -91,29 +103,51 @@ func (t *Table) adapterTier(i int, name string, now int64) int8 {
 }
 
 // restrictAdapter adds to v's exclusions the replicas of a worse tier than
-// the best one for adapter among those v allows. t.mu is held.
+// the best one for adapter among those v allows; when the best is resident
+// but every resident replica is over the spill cap, the free-slot replicas
+// stay allowed too. t.mu is held.
 func (t *Table) restrictAdapter(v *policy.View, adapter string, now int64) {
 	n := len(t.snap.names)
 	best := int8(TierEvict + 1)
+	var allowed, sum int64
 	for i := range n {
 		t.tiers[i] = 0
 		if !v.Excluded(i) {
 			t.tiers[i] = t.adapterTier(i, adapter, now)
 			best = min(best, t.tiers[i])
+			allowed++
+			sum += v.Rows[i].Load.Requests
 		}
 	}
 	if best > TierEvict {
 		return // nothing allowed (the caller checked there is)
 	}
+	worst := best
+	if best == TierResident && t.residentFull(v, allowed, sum) {
+		worst = TierFreeSlot
+	}
 	excl := t.adExcl
 	clear(excl)
 	copy(excl, v.Exclude)
 	for i := range n {
-		if t.tiers[i] != best {
+		if t.tiers[i] == 0 || t.tiers[i] > worst {
 			excl[i/64] |= 1 << (i % 64)
 		}
 	}
 	v.Exclude = excl
+}
+
+// residentFull reports whether every resident replica is over the spill
+// cap: one more request would put it above AdapterSpill times the mean
+// load of the allowed replicas (requests in flight, this one counted).
+func (t *Table) residentFull(v *policy.View, allowed, sum int64) bool {
+	limit := AdapterSpill * float64(sum+1) / float64(allowed)
+	for i, tier := range t.tiers[:len(t.snap.names)] {
+		if tier == TierResident && float64(v.Rows[i].Load.Requests+1) <= limit {
+			return false
+		}
+	}
+	return true
 }
 
 // adapterRouted records a request for adapter routed to replica id. t.mu is

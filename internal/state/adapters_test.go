@@ -55,8 +55,9 @@ func load(t *testing.T, tb *Table, name string, n int) {
 //	c: y, z running, x waiting (full) → 3 waiting
 //	d: y, z running (full)            → 4 must evict
 //
-// Least-loaded alone would pick the least loaded; a is the most loaded,
-// d the least: each step excludes the best one left (as a failover does)
+// Least-loaded alone would pick d, the only idle one (a, b, c have one
+// request in flight each: a stays under the spill cap, 2 × 4/4 = 2 with
+// this request): each step excludes the best one left (as a failover does)
 // and gets the next tier, never d while another exists.
 func TestAdapterTiers(t *testing.T) {
 	tb := adapterTable(t, true, "a", "b", "c", "d")
@@ -64,8 +65,8 @@ func TestAdapterTiers(t *testing.T) {
 	tb.SetReported("b", adapters(2, []string{"y"}, nil))
 	tb.SetReported("c", adapters(2, []string{"y", "z"}, []string{"x"}))
 	tb.SetReported("d", adapters(2, []string{"y", "z"}, nil))
-	load(t, tb, "a", 3)
-	load(t, tb, "b", 2)
+	load(t, tb, "a", 1)
+	load(t, tb, "b", 1)
 	load(t, tb, "c", 1)
 	steps := []struct {
 		exclude []string
@@ -92,6 +93,35 @@ func TestAdapterTiers(t *testing.T) {
 	// request for w goes to b even though d is idle.
 	if tk, _, _ := tb.Route(withAdapter("conv-w", "w"), 3); tk.Replica.Name != "b" || tk.AdapterTier != TierFreeSlot {
 		t.Errorf("adapter w: → %s (tier %d), want b (free slot)", tk.Replica.Name, tk.AdapterTier)
+	}
+}
+
+// TestAdapterSpill: a resident replica over the spill cap (AdapterSpill ×
+// the mean requests in flight, this one counted) lets the free-slot
+// replicas join the pick; never one that must evict.
+//
+//	a: x resident, b: a free slot, c: full (evict)
+//	loads 1 1 0: cap 2 × (2+1)/3 = 2, a would have 2 → a (resident)
+//	loads 4 1 0: cap 2 × (5+1)/3 = 4, a would have 5 → b (free slot; c is idle but full)
+func TestAdapterSpill(t *testing.T) {
+	for _, tt := range []struct {
+		loadA, loadB int
+		want         string
+		tier         int
+	}{
+		{1, 1, "a", TierResident},
+		{4, 1, "b", TierFreeSlot},
+	} {
+		tb := adapterTable(t, true, "a", "b", "c")
+		tb.SetReported("a", adapters(2, []string{"x"}, nil))
+		tb.SetReported("b", adapters(2, nil, nil))
+		tb.SetReported("c", adapters(1, []string{"y"}, nil))
+		load(t, tb, "a", tt.loadA)
+		load(t, tb, "b", tt.loadB)
+		tk, d, _ := tb.Route(withAdapter("k", "x"), 1)
+		if tk.Replica.Name != tt.want || tk.AdapterTier != tt.tier {
+			t.Errorf("loads a=%d b=%d: x → %s (tier %d), want %s (tier %d)\n%s", tt.loadA, tt.loadB, tk.Replica.Name, tk.AdapterTier, tt.want, tt.tier, d.Format())
+		}
 	}
 }
 
