@@ -12,6 +12,7 @@ import (
 	"github.com/llm-ring/llm-ring/internal/engine"
 	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/replicaset"
+	"github.com/llm-ring/llm-ring/internal/signals"
 )
 
 // servedOpts: a vLLM replica serving models a and b, adapters x and y on
@@ -150,6 +151,13 @@ func TestLoRARequestsInfoOnMetrics(t *testing.T) {
 	waitMetric(t, r, `vllm:lora_requests_info{max_lora="1",running_lora_adapters="x",waiting_lora_adapters=""} `+ts)
 	send(1, "y")
 	waitMetric(t, r, `vllm:lora_requests_info{max_lora="1",running_lora_adapters="x",waiting_lora_adapters="y"} `+ts)
+	// The router's scraper (internal/signals, vLLM preset) reads the same.
+	m, _ := signals.Preset(signals.PresetVLLM)
+	s, err := signals.Parse(strings.NewReader(do(t, r, "GET", "/metrics", "").Body.String()), m)
+	if err != nil || s.Adapters == nil || s.Adapters.Max != 1 || !slices.Equal(s.Adapters.Running, []string{"x"}) ||
+		!slices.Equal(s.Adapters.Waiting, []string{"y"}) {
+		t.Fatalf("scraped %+v (%v), want running [x], waiting [y], max 1", s.Adapters, err)
+	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	for {
