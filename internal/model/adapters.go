@@ -118,10 +118,11 @@ func (a *adapterSet) dequeued(id int32) {
 }
 
 // start moves a request of adapter id from the waiting queue to the
-// running batch, loading the adapter into a slot if it is not resident.
-func (a *adapterSet) start(id int32) {
+// running batch, loading the adapter into a slot if it is not resident;
+// it reports whether it loaded it.
+func (a *adapterSet) start(id int32) bool {
 	if id == 0 {
-		return
+		return false
 	}
 	s := a.get(id)
 	s.waiting--
@@ -131,7 +132,7 @@ func (a *adapterSet) start(id int32) {
 		a.active++
 	}
 	if a.max == 0 || s.resident {
-		return
+		return false
 	}
 	if a.held >= a.max {
 		a.evictIdle()
@@ -140,6 +141,7 @@ func (a *adapterSet) start(id int32) {
 	a.held++
 	a.loads++
 	a.step++
+	return true
 }
 
 // evictIdle frees the slot of the least recently used resident adapter
@@ -238,6 +240,16 @@ func (s *Server) Adapters() policy.Adapters {
 		return policy.Adapters{}
 	}
 	return s.pg.lora.report()
+}
+
+// AdapterResident reports whether adapter name is loaded in a GPU slot (a
+// request for it now would not load it), without allocating.
+func (s *Server) AdapterResident(name string) bool {
+	if s.pg == nil {
+		return false
+	}
+	id, ok := s.pg.lora.ids[name]
+	return ok && s.pg.lora.get(id).resident
 }
 
 // ResidentAdapters lists the adapters loaded in a GPU slot (those with
