@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/replicaset"
@@ -374,6 +375,37 @@ func TestReportsAndHealth(t *testing.T) {
 	}
 	if st := s.Pool("m3").Table().Status(); st.Healthy() != 1 {
 		t.Errorf("m3 after a recovers: %d healthy, want 1 (later is still down)", st.Healthy())
+	}
+}
+
+// TestAdapterThroughPool: an adapter resolves to its base model's pool,
+// and the pool's table prefers the replica the set reported it resident
+// on; the adapter name handed out is the set's own string.
+func TestAdapterThroughPool(t *testing.T) {
+	tb := &tables{}
+	s, err := New(Config{}, func(model string) (*state.Table, error) {
+		p, _ := policy.New("least-loaded", nil)
+		tb.created = append(tb.created, model)
+		return state.New(state.Config{VirtualNodes: 16, CharsPerToken: 4, MaxEntries: 100, TTL: time.Minute, AdapterAffinity: true}, p), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetReplicas([]replicaset.Replica{rep("a", "llama"), rep("b", "llama", "sql@llama"), rep("c", "qwen")})
+	s.SetReported("b", policy.Reported{Adapters: policy.Adapters{Running: []string{"sql"}, Max: 2, Has: true}})
+	asked := string([]byte("sql")) // as a request's parsed body would hold it
+	rt, err := s.Resolve(asked, 1)
+	if err != nil || rt.Pool != s.Pool("llama") || rt.Adapter != "sql" {
+		t.Fatalf("Resolve(sql) = %+v, %v; want llama's pool, adapter sql", rt, err)
+	}
+	if unsafe.StringData(rt.Adapter) == unsafe.StringData(asked) {
+		t.Error("Route.Adapter is the request's string, want the set's own")
+	}
+	for i := range 3 {
+		tk, _, err := rt.Pool.Table().Route(state.Input{Key: "k", Hash: uint64(i), Chars: 40, Adapter: rt.Adapter}, int64(i))
+		if err != nil || tk.Replica.Name != "b" || tk.AdapterTier != state.TierResident {
+			t.Fatalf("request %d for sql → %s (tier %d), %v; want b (resident)", i, tk.Replica.Name, tk.AdapterTier, err)
+		}
 	}
 }
 
