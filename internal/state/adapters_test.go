@@ -16,7 +16,7 @@ func adapterTable(t testing.TB, affinity bool, names ...string) *Table {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb := New(Config{VirtualNodes: 16, CharsPerToken: 4, MaxEntries: 100, TTL: time.Minute, AdapterAffinity: affinity}, p)
+	tb := New(Config{VirtualNodes: 16, CharsPerToken: 4, MaxEntries: 4096, TTL: time.Minute, AdapterAffinity: affinity}, p)
 	tb.SetReplicas(replicas(names...))
 	return tb
 }
