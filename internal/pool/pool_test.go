@@ -146,6 +146,10 @@ func TestEmptyPoolKept(t *testing.T) {
 	if st := p.Table().Status(); st.Memory != 1 {
 		t.Errorf("placement memory after the rollout: %d conversations, want 1", st.Memory)
 	}
+	s.Reset()
+	if st := p.Table().Status(); st.Memory != 0 {
+		t.Errorf("placement memory after Reset: %d conversations, want 0", st.Memory)
+	}
 }
 
 func TestResolve(t *testing.T) {

@@ -267,6 +267,15 @@ func (s *Set) Pools() []*Pool {
 	return out
 }
 
+// Reset resets every pool's table (state.Table.Reset: placement memory
+// and idle adapters forgotten, in-flight load kept), so that an experiment
+// run starts as a fresh router would.
+func (s *Set) Reset() {
+	for _, p := range s.Pools() {
+		p.table.Reset()
+	}
+}
+
 // Pool returns the pool of model ("" the catch-all), nil when none.
 func (s *Set) Pool(model string) *Pool {
 	s.mu.Lock()

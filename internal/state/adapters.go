@@ -205,3 +205,11 @@ func (t *Table) forgetAdapters(id uint32) {
 	clear(t.adapters[id])
 	t.adapters[id] = t.adapters[id][:0]
 }
+
+// resetAdapters forgets the idle adapters of every replica (Reset); those
+// with requests in flight stay, as in-flight load does. t.mu is held.
+func (t *Table) resetAdapters() {
+	for id, list := range t.adapters {
+		t.adapters[id] = slices.DeleteFunc(list, func(e adapterUse) bool { return e.inflight == 0 })
+	}
+}

@@ -188,6 +188,12 @@ func TestAdapterOptimisticMemory(t *testing.T) {
 	if tk, _, _ := tb.Route(withAdapter("c4", "x"), late); tk.Replica.Name != "a" || tk.AdapterTier != TierFreeSlot {
 		t.Fatalf("x after the TTL → %s (tier %d), want a (free slot, least loaded)", tk.Replica.Name, tk.AdapterTier)
 	}
+	// Reset (a new experiment run) forgets idle adapters, keeps those in
+	// flight.
+	tb.Reset()
+	if tb.adapterEntry(tb.idOf["b"], "x") != nil || tb.adapterEntry(tb.idOf["a"], "x") == nil {
+		t.Fatal("Reset: want b's idle x forgotten, a's x in flight kept")
+	}
 	// a holds x now (in flight); it leaves and comes back: forgotten.
 	tb.SetReplicas(replicas("b"))
 	tb.SetReplicas(replicas("a", "b"))

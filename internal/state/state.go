@@ -161,14 +161,16 @@ func (t *Table) Policy() policy.Policy {
 	return t.pol
 }
 
-// Reset forgets placement memory and restarts the round-robin sequence, so
-// that an experiment run starts from the same state as a fresh router.
-// In-flight load is kept (those requests are still running).
+// Reset forgets placement memory (and the adapter memory's idle entries)
+// and restarts the round-robin sequence, so that an experiment run starts
+// from the same state as a fresh router. In-flight load is kept (those
+// requests are still running).
 func (t *Table) Reset() {
 	t.mu.Lock()
 	for _, ix := range t.idx {
 		ix.Reset()
 	}
+	t.resetAdapters()
 	t.seq = 0
 	t.mu.Unlock()
 }
