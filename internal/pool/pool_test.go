@@ -120,6 +120,14 @@ func TestMembership(t *testing.T) {
 	if m := members(s.Pool("qwen")); !slices.Equal(m, []string{"d"}) {
 		t.Errorf("qwen members %q, want [d]", m)
 	}
+	// An empty list (not nil): the replica serves nothing, in no pool.
+	none := replicaset.Replica{Name: "e", URL: "http://e", Models: []replicaset.Model{}}
+	s.SetReplicas([]replicaset.Replica{rep("a"), none})
+	for _, p := range s.Pools() {
+		if slices.Contains(members(p), "e") {
+			t.Errorf("a replica serving nothing is a member of pool %q", p.Model())
+		}
+	}
 }
 
 // TestEmptyPoolKept: a pool whose replicas all leave is kept (its memory
