@@ -67,6 +67,10 @@ type Router struct {
 	Admission Admission `json:"admission" cfg:"optional"`
 	// Models: pools by model, aliases, rewrites, adapters (issue 23): models.go.
 	Models Models `json:"models" cfg:"optional"`
+	// Facts are what the driver knows of the engine (the simulator: the
+	// replica preset's model); policy settings that are engine facts take
+	// them unless policies.<name> sets them (facts.go). Not configured.
+	Facts policy.Facts `json:"-"`
 }
 
 // PrefixIndex sizes the approximate prefix index: per replica, the prompt
@@ -149,7 +153,7 @@ func (c *Router) PolicySettings(name string) (policy.Settings, error) {
 	if err != nil {
 		return nil, fmt.Errorf("policies.%s.%w", name, err)
 	}
-	return s, nil
+	return c.withFacts(name, s)
 }
 
 // SetPolicySetting sets one key of a policy's settings (as `llm-ring sim
@@ -169,18 +173,10 @@ func (c *Router) SetPolicySetting(name, key, value string) error {
 		v, _ = json.Marshal(value)
 	}
 	patch, _ := json.Marshal(map[string]json.RawMessage{key: v})
-	s, err := sp.Decode(base, patch)
-	if err != nil {
+	if _, err := sp.Decode(base, patch); err != nil {
 		return fmt.Errorf("policies.%s.%w", name, err)
 	}
-	b, _ := json.Marshal(s)
-	pol := make(map[string]json.RawMessage, len(c.Policies)+1)
-	for k, raw := range c.Policies {
-		pol[k] = raw
-	}
-	pol[name] = b
-	c.Policies = pol
-	return nil
+	return c.setPolicyKey(name, key, v)
 }
 
 // StateConfig returns the routing-state settings of c.
