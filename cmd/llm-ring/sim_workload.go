@@ -75,23 +75,9 @@ func (wf *workloadFlags) parse(set map[string]bool) ([]*openLoop, error) {
 			return nil, fmt.Errorf("--%s and --workload(s): give one (a workload replaces the profile)", name)
 		}
 	}
-	st := traffic.Stages{StageS: wf.stage.Seconds(), WarmupS: wf.warmup.Seconds()}
-	switch *wf.arrival {
-	case "poisson":
-		st.Poisson = true
-	case "constant":
-	default:
-		return nil, fmt.Errorf("--arrival: %q is not poisson or constant", *wf.arrival)
-	}
-	for _, f := range strings.Split(*wf.rates, ",") {
-		r, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-		if err != nil {
-			return nil, fmt.Errorf("--rates: %q is not a number", f)
-		}
-		st.Rates = append(st.Rates, r)
-	}
-	if err := st.Validate(); err != nil {
-		return nil, fmt.Errorf("--rates/--stage-duration/--warmup: %w", err)
+	st, err := parseStages(*wf.rates, *wf.arrival, *wf.stage, *wf.warmup)
+	if err != nil {
+		return nil, err
 	}
 	if *wf.sloTTFT <= 0 || *wf.sloTPOT <= 0 {
 		return nil, errors.New("--slo-ttft and --slo-tpot: must be positive")
@@ -157,4 +143,28 @@ func (o *simOptions) replayTrace(path string, speedup float64, wf *workloadFlags
 	}
 	o.traceIdeal = traffic.IdealCachedShare(reqs)
 	return nil
+}
+
+// parseStages reads the open-loop stage flags (--rates, --arrival,
+// --stage-duration, --warmup), shared by llm-ring sim and llm-ring run.
+func parseStages(rates, arrival string, stage, warmup time.Duration) (traffic.Stages, error) {
+	st := traffic.Stages{StageS: stage.Seconds(), WarmupS: warmup.Seconds()}
+	switch arrival {
+	case "poisson":
+		st.Poisson = true
+	case "constant":
+	default:
+		return st, fmt.Errorf("--arrival: %q is not poisson or constant", arrival)
+	}
+	for _, f := range strings.Split(rates, ",") {
+		r, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil {
+			return st, fmt.Errorf("--rates: %q is not a number", f)
+		}
+		st.Rates = append(st.Rates, r)
+	}
+	if err := st.Validate(); err != nil {
+		return st, fmt.Errorf("--rates/--stage-duration/--warmup: %w", err)
+	}
+	return st, nil
 }
