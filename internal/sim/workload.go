@@ -27,5 +27,7 @@ func WorkloadRun(name string, reqs []traffic.WorkloadRequest) (traffic.Profile, 
 	}
 	p.Name = name
 	p.Description = "open-loop workload " + name
-	return p, func() Source { return &traceSource{reqs: trace, names: names, targets: targets, speedup: 1, text: map[int64]string{}} }, nil
+	return p, func() Source {
+		return &traceSource{reqs: trace, names: names, targets: targets, speedup: 1, text: map[int64]string{}}
+	}, nil
 }
