@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/pool"
 	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/state"
+	"github.com/llm-ring/llm-ring/internal/traffic"
 )
 
 // Many models (issue 23). With Spec.Pools the replicas serve models (each
@@ -43,6 +45,41 @@ type FleetReplica struct {
 	Models []replicaset.Model
 	// Model is its engine and hardware (a preset of internal/model).
 	Model model.Config
+}
+
+// WorkloadPools returns the pools of workload w's runs: its fleet, each
+// replica the preset of its model (with the workload's adapter slots and
+// load cost, and answerSeed for its answers), and the adapters
+// known in advance; nil for a workload naming no models.
+func WorkloadPools(w *traffic.Workload, affinity bool, answerSeed uint64) (*Pools, error) {
+	if len(w.Models) == 0 {
+		return nil, nil
+	}
+	p := &Pools{AdapterAffinity: affinity}
+	for _, m := range w.Models {
+		cfg, err := model.Preset(m.Preset)
+		if err != nil {
+			return nil, fmt.Errorf("workload %s: %w", w.Name, err)
+		}
+		cfg.Seed = answerSeed
+		if a := w.Adapters; a != nil {
+			cfg.MaxLoras = a.MaxLoRAs
+			cfg.AdapterLoad = time.Duration(a.LoadMS * float64(time.Millisecond))
+		}
+		for range m.Replicas {
+			p.Fleet = append(p.Fleet, FleetReplica{Models: []replicaset.Model{{Name: m.Name}}, Model: cfg})
+		}
+	}
+	if names := w.AdapterNames(); names != nil {
+		p.Config.Adapters = map[string]string{}
+		for _, a := range names {
+			p.Config.Adapters[a] = w.Models[0].Name
+		}
+	}
+	if err := p.Config.Validate(); err != nil {
+		return nil, fmt.Errorf("workload %s: %w", w.Name, err)
+	}
+	return p, nil
 }
 
 // validate checks p against the rest of the spec.

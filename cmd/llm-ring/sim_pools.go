@@ -1,0 +1,90 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/llm-ring/llm-ring/internal/analysis"
+	"github.com/llm-ring/llm-ring/internal/sim"
+)
+
+// Many models in the simulator (issue 23): a workload that names models
+// (profiles/workloads/multi-model.json, lora.json) brings its fleet (how
+// many replicas of which preset serve each model), and its runs route
+// through pools (sim.Spec.Pools). Each such workload's folder gets the
+// pools table: pools.tsv (per run and model) and pools.md (per policy and
+// model, over the seeds).
+
+// Files of the pools table, beside the analysis (tab-separated: every
+// *.csv of a results folder is read as a run).
+const (
+	poolsTSV = "pools.tsv"
+	poolsMD  = "pools.md"
+)
+
+// definePoolFlags defines the pools flags; the result is read by
+// applyPools.
+func definePoolFlags(fs *flag.FlagSet) *bool {
+	return fs.Bool("adapter-affinity", true, "with a workload naming LoRA adapters: routing prefers replicas with the adapter resident, "+
+		"then a free adapter slot (state's adapter tiers); false: routing ignores adapters (the baseline of docs/notes/pools.md)")
+}
+
+// applyPools gives the specs of ol's workload its pools (no change for a
+// workload naming no models).
+func (o *simOptions) applyPools(ol *openLoop, specs []sim.Spec) error {
+	w := &ol.w
+	p, err := sim.WorkloadPools(w, ol.affinity, o.model.Seed)
+	if p == nil || err != nil {
+		return err
+	}
+	if o.replicasSet {
+		return fmt.Errorf("--replicas: workload %s names its fleet (%d replicas); leave --replicas out", w.Name, len(p.Fleet))
+	}
+	for i := range specs {
+		specs[i].Pools = p
+		specs[i].Replicas = len(p.Fleet)
+	}
+	return nil
+}
+
+// writePoolsTable writes dir's pools table (pools.tsv, pools.md) if its
+// runs used pools, and prints where.
+func writePoolsTable(stdout io.Writer, dir, title string) error {
+	runs, err := analysis.Load(dir)
+	if err != nil {
+		return err
+	}
+	var stats []sim.PoolStat
+	pools := false
+	for _, r := range runs {
+		if _, ok := r.Info.Config["pools"]; ok {
+			pools = true
+		}
+		stats = append(stats, sim.PoolStats(r.Requests)...)
+	}
+	if !pools {
+		return nil
+	}
+	write := func(name string, f func(io.Writer) error) error {
+		fh, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		if err := f(fh); err != nil {
+			fh.Close()
+			return err
+		}
+		return fh.Close()
+	}
+	if err := write(poolsTSV, func(w io.Writer) error { return sim.WritePoolStats(w, stats) }); err != nil {
+		return err
+	}
+	if err := write(poolsMD, func(w io.Writer) error { return sim.WritePoolsSummary(w, title, stats) }); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "pools table in %s/{%s, %s}\n", dir, poolsTSV, poolsMD)
+	return nil
+}
