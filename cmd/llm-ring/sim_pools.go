@@ -33,14 +33,16 @@ func definePoolFlags(fs *flag.FlagSet) *bool {
 }
 
 // applyPools gives the specs of ol's workload its pools (no change for a
-// workload naming no models).
+// workload naming no models). Its fleet replaces --replicas and
+// --replica-preset: given with --workload, --replicas is an error; in the
+// open-loop arena (--workloads) it applies to the other workloads.
 func (o *simOptions) applyPools(ol *openLoop, specs []sim.Spec) error {
 	w := &ol.w
 	p, err := sim.WorkloadPools(w, ol.affinity, o.model.Seed)
 	if p == nil || err != nil {
 		return err
 	}
-	if o.replicasSet {
+	if o.replicasSet && !o.openArena { // in the arena, --replicas is for the workloads without a fleet
 		return fmt.Errorf("--replicas: workload %s names its fleet (%d replicas); leave --replicas out", w.Name, len(p.Fleet))
 	}
 	for i := range specs {
