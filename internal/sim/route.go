@@ -17,8 +17,8 @@ func (s *sim) route(u int32) error {
 	c := &us.conv
 	turn := &c.Turns[us.turn]
 	prompt := model.AppendGenerationPrompt(us.toks)
-	in := state.Input{Key: us.key, Hash: us.hash, Chars: us.chars, MaxTokens: turn.MaxTokens,
-		Blocks: us.blocks.Blocks(), FirstUser: c.Turns[0].User}
+	in := state.Input{Key: us.in.Key, Hash: us.hash, Chars: us.in.Chars, MaxTokens: turn.MaxTokens,
+		Blocks: us.in.Blocks, FirstUser: us.in.FirstUser}
 	us.router = s.routerOf(us)
 	tab := s.tables[us.router]
 	if s.set != nil { // the pool of the request's model (pools.go)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/llm-ring/llm-ring/internal/convo"
 	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/pool"
@@ -17,7 +18,6 @@ import (
 	"github.com/llm-ring/llm-ring/internal/ring"
 	"github.com/llm-ring/llm-ring/internal/state"
 	"github.com/llm-ring/llm-ring/internal/traffic"
-	"github.com/llm-ring/llm-ring/internal/wire"
 )
 
 // Mode is the record.Run mode of simulated runs.
@@ -55,17 +55,20 @@ func errorText(status int, msg string) string { return fmt.Sprintf("HTTP %d: %s"
 // user is one closed-loop simulated user and its current conversation.
 type user struct {
 	conv      traffic.Conversation
-	convIdx   int    // index of conv in the run
-	turn      int    // next turn to send (0-based)
-	key       string // the conversation key the router sees
-	hash      uint64
+	convIdx   int           // index of conv in the run
+	turn      int           // next turn to send (0-based)
+	hash      uint64        // of the conversation key the router sees (in.Key)
 	toks      []model.Token // the conversation so far (without the generation prompt)
-	chars     int           // the router's character count of the messages so far
 	prevTotal int           // last answered turn: prompt + answer tokens
 
-	// The prompt's block hashes for the prefix index, kept up to date
-	// message by message (the rendered conversation only grows).
+	// The router's reading of the conversation, message by message as it
+	// is sent or answered (the rendered conversation only grows): acc is
+	// the router's own conversation accumulator (internal/convo), feeding
+	// blocks, the prompt's block hashes for the prefix index; in is what
+	// it read when the request in flight was sent.
+	acc    convo.Accumulator
 	blocks prefix.Hasher
+	in     convo.Routing
 
 	// The request in flight, and the router instance it went through.
 	router  int32
@@ -428,29 +431,20 @@ func (s *sim) startConversation(u int32, idx int, from time.Duration) {
 		return
 	}
 	toks, blocks := us.toks[:0], us.blocks // keep their buffers
-	*us = user{conv: s.src.Conversation(idx), convIdx: idx, blocks: blocks}
+	*us = user{conv: s.src.Conversation(idx), convIdx: idx, toks: toks, blocks: blocks}
 	c := &us.conv
-	us.key = c.ID
-	if !s.prof.Headers() && len(c.Turns) > 0 {
-		// The client names no conversation: the router keys it by its start.
-		var b strings.Builder
-		if c.System != "" {
-			wire.ConversationStart(&b, "system", c.System, s.spec.Router.ConversationKey.PrefixChars)
-		}
-		wire.ConversationStart(&b, "user", c.Turns[0].User, s.spec.Router.ConversationKey.PrefixChars)
-		us.key = wire.PrefixKey(b.String())
-	}
-	us.hash = s.hash(us.key)
-	us.toks = toks
+	var hs *prefix.Hasher
 	if s.blockChars > 0 {
 		us.blocks.Reset(s.blockChars)
+		hs = &us.blocks
+	}
+	us.acc.Reset(s.spec.Router.ConversationKey.PrefixChars, hs)
+	if s.prof.Headers() { // the client names its conversation; else the router keys it by its start
+		us.acc.Name(c.ID)
 	}
 	if c.System != "" { // a trace request has none
 		us.toks = model.AppendMessageTokens(us.toks, model.Message{Role: "system", Content: c.System})
-		us.chars = ChatChars("system", c.System)
-		if s.blockChars > 0 {
-			us.blocks.WriteMessage("system", c.System)
-		}
+		us.acc.Add("system", c.System)
 	}
 	if len(c.Turns) == 0 || !traffic.Fits(s.prof, c, 0, 0) {
 		s.startConversation(u, idx+s.prof.Concurrency, from)
@@ -474,9 +468,10 @@ func (s *sim) send(u int32) error {
 	c := &us.conv
 	turn := &c.Turns[us.turn]
 	us.toks = model.AppendMessageTokens(us.toks, model.Message{Role: "user", Content: turn.User})
-	us.chars += ChatChars("user", turn.User)
-	if s.blockChars > 0 {
-		us.blocks.WriteMessage("user", turn.User)
+	us.acc.Add("user", turn.User)
+	us.in = us.acc.Routing()
+	if us.turn == 0 { // the key is known once the first user message closed the start
+		us.hash = s.hash(us.in.Key)
 	}
 	// The prompt and the history share one array: the answer is appended
 	// over the generation prompt (the same tokens) once the replica is done
@@ -572,10 +567,7 @@ func (s *sim) complete(u int32, res *model.Result, at time.Duration) error {
 	}
 	// The answer joins the conversation, as the client sends it back.
 	us.toks = model.AppendAssistantTokens(us.toks, &res.Output)
-	us.chars += ChatChars("assistant", res.Output.Text)
-	if s.blockChars > 0 {
-		us.blocks.WriteMessage("assistant", res.Output.Text)
-	}
+	us.acc.Add("assistant", res.Output.Text)
 	us.prevTotal = res.PromptTokens + res.PredictedN
 	us.turn++
 	c := &us.conv

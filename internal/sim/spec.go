@@ -12,7 +12,6 @@ import (
 	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/ring"
 	"github.com/llm-ring/llm-ring/internal/traffic"
-	"github.com/llm-ring/llm-ring/internal/wire"
 )
 
 // Spec is one simulated run: one policy, one seed, one traffic profile, one
@@ -235,11 +234,6 @@ func NewPolicy(name string, r *config.Router) (policy.Policy, error) {
 	}
 	return policy.New(base, s)
 }
-
-// ChatChars is the router's size, in characters, of one chat message
-// (wire.ChatChars), so that the simulated router estimates tokens from the
-// same input as the live one.
-func ChatChars(role, content string) int { return wire.ChatChars(role, content) }
 
 // runConfig is the free-form configuration recorded in a run's JSON: what a
 // reader needs to rerun it.
