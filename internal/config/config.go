@@ -65,6 +65,8 @@ type Router struct {
 	Tracing Tracing `json:"tracing" cfg:"optional"` // operator (issue 25): tracing.go
 	// Admission is admission control in front of routing (issue 22): admission.go.
 	Admission Admission `json:"admission" cfg:"optional"`
+	// Models: pools by model, aliases, rewrites, adapters (issue 23): models.go.
+	Models Models `json:"models" cfg:"optional"`
 }
 
 // PrefixIndex sizes the approximate prefix index: per replica, the prompt
@@ -193,6 +195,7 @@ func (c *Router) StateConfig() state.Config {
 			CapacityTokens: c.PrefixIndex.CapacityTokens,
 			TTL:            c.PrefixIndex.TTL.D(),
 		},
+		AdapterAffinity: c.Models.AdapterAffinityOn(),
 	}
 }
 
@@ -269,6 +272,9 @@ func Parse(data []byte) (*Router, error) {
 // moved before anything else (its other missing keys would be reported
 // first otherwise).
 func checkKey(raw any, t reflect.Type, path string) (bool, error) {
+	if handled, err := checkModels(raw, t, path); handled || err != nil {
+		return handled, err
+	}
 	switch t {
 	case reflect.TypeOf(Duration(0)):
 		str, ok := raw.(string)
@@ -366,6 +372,7 @@ func (c *Router) ValidateRouting() error {
 	if !(c.CharsPerToken > 0) {
 		bad("chars_per_token", "must be > 0, got %g", c.CharsPerToken)
 	}
+	errs = append(errs, c.ValidateModels())
 	return errors.Join(errs...)
 }
 

@@ -21,6 +21,7 @@ package pool
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -73,6 +74,18 @@ func (c Config) Validate() error {
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
 	}
+	c.validateRewrites(bad)
+	c.validateNames(bad)
+	if c.MaxLabels < 0 {
+		bad("max_model_labels", "must be ≥ 0 (0: %d), got %d", DefaultMaxLabels, c.MaxLabels)
+	}
+	return errors.Join(errs...)
+}
+
+// validateRewrites checks the rewrites: each from once and not an alias,
+// targets named once each, not aliases, not rewritten themselves (no
+// chains, so no cycles), with weights > 0.
+func (c Config) validateRewrites(bad func(key, format string, args ...any)) {
 	from := map[string]int{}
 	for i, rw := range c.Rewrites {
 		if rw.From == "" {
@@ -110,7 +123,12 @@ func (c Config) Validate() error {
 			}
 		}
 	}
-	for _, a := range sortedKeys(c.Aliases) {
+}
+
+// validateNames checks aliases (named, not chained) and adapters (named,
+// not aliases, their base not an adapter).
+func (c Config) validateNames(bad func(key, format string, args ...any)) {
+	for _, a := range slices.Sorted(maps.Keys(c.Aliases)) {
 		m := c.Aliases[a]
 		switch _, chained := c.Aliases[m]; {
 		case a == "":
@@ -121,7 +139,7 @@ func (c Config) Validate() error {
 			bad("aliases."+a, "%q is itself an alias: aliases are not chained", m)
 		}
 	}
-	for _, a := range sortedKeys(c.Adapters) {
+	for _, a := range slices.Sorted(maps.Keys(c.Adapters)) {
 		base := c.Adapters[a]
 		switch _, alias := c.Aliases[a]; {
 		case a == "" || base == "":
@@ -132,19 +150,6 @@ func (c Config) Validate() error {
 			bad("adapters."+a, "its base %q is itself an adapter", base)
 		}
 	}
-	if c.MaxLabels < 0 {
-		bad("max_model_labels", "must be ≥ 0 (0: %d), got %d", DefaultMaxLabels, c.MaxLabels)
-	}
-	return errors.Join(errs...)
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // Pool is the routing state of one model: its table, its members.

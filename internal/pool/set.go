@@ -2,6 +2,7 @@ package pool
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -124,7 +125,7 @@ func (s *Set) SetReplicas(rs []replicaset.Replica) ([]string, error) {
 	}
 	member := map[string][]*Pool{}
 	var changed []string
-	for _, model := range slices.Sorted(mapKeys(s.pools)) {
+	for _, model := range slices.Sorted(maps.Keys(s.pools)) {
 		p := s.pools[model]
 		for _, r := range groups[model] {
 			if !slices.Contains(s.member[r.Name], p) {
@@ -146,7 +147,7 @@ func (s *Set) SetReplicas(rs []replicaset.Replica) ([]string, error) {
 // all or none.
 func (s *Set) create(groups map[string][]replicaset.Replica) error {
 	var fresh []*Pool
-	for _, model := range slices.Sorted(mapKeys(groups)) {
+	for _, model := range slices.Sorted(maps.Keys(groups)) {
 		if s.pools[model] != nil {
 			continue
 		}
@@ -218,16 +219,6 @@ func (s *Set) build(learned map[string]string, listing map[string]int) *snapshot
 	return sn
 }
 
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
-
 // SetReported records what a replica reported about itself into every
 // pool holding it (and remembers it for the pools it joins later).
 func (s *Set) SetReported(replica string, r policy.Reported) {
@@ -264,7 +255,7 @@ func (s *Set) Pools() []*Pool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]*Pool, 0, len(s.pools))
-	for _, model := range slices.Sorted(mapKeys(s.pools)) {
+	for _, model := range slices.Sorted(maps.Keys(s.pools)) {
 		out = append(out, s.pools[model])
 	}
 	return out

@@ -99,6 +99,11 @@ type Table struct {
 	nDown    int
 	downBits []uint64
 	excl     []uint64
+	// adapters[id] is the optimistic adapter memory of replica id
+	// (adapters.go); tiers and adExcl are scratch for an adapter's pick.
+	adapters [][]adapterUse
+	tiers    []int8
+	adExcl   []uint64
 }
 
 // Validate reports an invalid prefix-index configuration, naming the key
@@ -205,6 +210,7 @@ func (t *Table) SetReplicas(rs []replicaset.Replica) bool {
 			for _, ix := range t.idx {
 				ix.Forget(id) // left the set: whatever it held is gone
 			}
+			t.forgetAdapters(id)
 		}
 	}
 	t.snap, t.rows = s, rows
@@ -217,6 +223,8 @@ func (t *Table) SetReplicas(rs []replicaset.Replica) bool {
 		t.visited = make([]uint64, w)
 	}
 	t.excl = make([]uint64, (len(rs)+63)/64)
+	t.adExcl = make([]uint64, (len(rs)+63)/64)
+	t.tiers = make([]int8, len(rs))
 	t.rebuildDown()
 	return true
 }
@@ -259,6 +267,7 @@ func (t *Table) intern(name string) uint32 {
 	t.rep = append(t.rep, policy.Reported{})
 	t.speed = append(t.speed, policy.Speed{})
 	t.routed = append(t.routed, 0)
+	t.adapters = append(t.adapters, nil)
 	return id
 }
 
@@ -327,7 +336,11 @@ type Ticket struct {
 	// conversation (its last answer, or a turn another instance announced
 	// over), "" when none was known: what the pick knew, for logs.
 	CachedOn string
+	// AdapterTier is the adapter tier of Replica at the pick (TierResident
+	// … TierEvict, adapters.go); 0: no adapter asked for, or affinity off.
+	AdapterTier int
 
+	adapter string // Input.Adapter when the tier applied (Release decrements its count)
 	id, gen uint32
 	key     uint64
 	chars   int32
@@ -393,6 +406,10 @@ func (t *Table) route(pol policy.Policy, readsMatch bool, in Input, now int64, e
 			return Ticket{}, policy.Decision{}, ErrNoReplica
 		}
 	}
+	adapter := t.cfg.AdapterAffinity && in.Adapter != ""
+	if adapter {
+		t.restrictAdapter(v, in.Adapter, now)
+	}
 	d := &t.dec
 	pol.Pick(req, v, d)
 	r := d.Replica
@@ -410,6 +427,10 @@ func (t *Table) route(pol policy.Policy, readsMatch bool, in Input, now int64, e
 	}
 	if req.Last >= 0 {
 		tk.CachedOn = s.names[req.Last]
+	}
+	if adapter {
+		tk.AdapterTier, tk.adapter = int(t.tiers[r]), in.Adapter
+		t.adapterRouted(s.ids[r], in.Adapter, t.rows[r].Reported.Adapters.Max, now)
 	}
 	if req.Last == r {
 		tk.ExpectCached = req.CachedTokens
@@ -512,6 +533,7 @@ func (t *Table) Release(tk *Ticket, out Outcome, now int64) Feedback {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.uncharge(tk)
+	t.adapterReleased(tk, now)
 	var fb Feedback
 	if out.OK && out.Known {
 		fb.CacheLost = !out.CachedUnknown && tk.ExpectCached > 0 && out.CacheN*2 < tk.ExpectCached
@@ -556,44 +578,4 @@ func satAdd(a, b int64) int64 {
 		return math.MaxInt64
 	}
 	return a + b
-}
-
-// Status is a copy of the table's state for /replicas and metrics.
-type Status struct {
-	Policy   string
-	Replicas []ReplicaStatus
-	Memory   int // conversations in placement memory
-}
-
-// ReplicaStatus is one replica's state.
-type ReplicaStatus struct {
-	replicaset.Replica
-	Load      policy.Load
-	Reported  policy.Reported
-	Speed     policy.Speed
-	RingShare float64 // share of the hash space it is home for
-	Healthy   bool    // false while its health checks fail (SetHealthy)
-}
-
-// Healthy counts the replicas that may take requests.
-func (s *Status) Healthy() int {
-	n := 0
-	for _, r := range s.Replicas {
-		if r.Healthy {
-			n++
-		}
-	}
-	return n
-}
-
-// Status returns a consistent copy of the current state.
-func (t *Table) Status() Status {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	st := Status{Policy: t.pol.Name(), Memory: t.mem.len(), Replicas: make([]ReplicaStatus, len(t.snap.names))}
-	for i, r := range t.snap.replicas {
-		st.Replicas[i] = ReplicaStatus{Replica: r, Load: t.rows[i].Load, Reported: t.rows[i].Reported, Speed: t.rows[i].Speed,
-			RingShare: t.snap.share[i], Healthy: !t.down[t.snap.ids[i]]}
-	}
-	return st
 }
