@@ -65,7 +65,7 @@ func writePoolsTable(stdout io.Writer, dir, title string) error {
 		if _, ok := r.Info.Config["pools"]; ok {
 			pools = true
 		}
-		stats = append(stats, sim.PoolStats(r.Requests)...)
+		stats = append(stats, sim.PoolStats(r.Requests, r.Info.Metrics)...)
 	}
 	if !pools {
 		return nil

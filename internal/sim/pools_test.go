@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -94,9 +95,11 @@ func TestPoolsDeterministic(t *testing.T) {
 	}
 }
 
-// The rows' adapter-load flags count exactly the loads the replica model
-// made (Stats.AdapterLoads, in the run's metrics), and every row names the
-// adapter its conversation asked for.
+// The rows' adapter-load flags count the loads the replica model made
+// (Stats.AdapterLoads, in the run's metrics) within 2 %: a flag is the
+// routing's foresight (not resident, none on its way), and an adapter
+// evicted between routing and the request's start is a load it missed. Every
+// row names the adapter its conversation asked for.
 func TestPoolsLoadFlagsMatchModel(t *testing.T) {
 	for _, pol := range []string{"round-robin", "llm-aware"} {
 		for _, aff := range []bool{true, false} {
@@ -112,7 +115,7 @@ func TestPoolsLoadFlagsMatchModel(t *testing.T) {
 				}
 			}
 			loads := pr.res.Info.Metrics[`sim_adapter_loads_total{model="llama-3.1-8b-instruct"}`]
-			if float64(flags) != loads || loads == 0 {
+			if math.Abs(float64(flags)-loads) > 0.02*loads || loads == 0 {
 				t.Errorf("%s affinity %v: %d rows flagged, the model loaded %v adapters", pol, aff, flags, loads)
 			}
 		}
@@ -188,17 +191,46 @@ func TestPoolStats(t *testing.T) {
 		row(b.Append("stage0@1/3.0"), 502, 0, 0, 0),
 		row(b.Append("stage0@1/4.0"), 200, 40, 0, 100),
 	}
-	got := PoolStats(rows)
+	got := PoolStats(rows, map[string]float64{`sim_adapter_loads_total{model="a"}`: 3})
 	if len(got) != 3 || got[0].Model != "a" || got[1].Model != "b" || got[2].Model != "*" {
 		t.Fatalf("stats %+v", got)
 	}
-	if s := got[0]; s.Requests != 2 || s.Loads != 1 || s.LoadsPer1k != 500 || s.TTFTP90 != 19 || s.HitRate != 0.75 {
+	if s := got[0]; s.Requests != 2 || s.Loads != 1 || s.LoadsPer1k != 500 || s.TTFTP90 != 19 || s.HitRate != 0.75 || s.ModelLoads != 3 {
 		t.Errorf("a: %+v", s)
 	}
-	if s := got[1]; s.Requests != 2 || s.Errors != 1 || s.TTFTP90 != 40 || s.HitRate != 0 {
+	if s := got[1]; s.Requests != 2 || s.Errors != 1 || s.TTFTP90 != 40 || s.HitRate != 0 || !math.IsNaN(s.ModelLoads) {
 		t.Errorf("b: %+v", s)
 	}
-	if s := got[2]; s.Requests != 4 || s.Loads != 1 || s.LoadsPer1k != 250 || s.HitRate != 0.5 {
+	if s := got[2]; s.Requests != 4 || s.Loads != 1 || s.LoadsPer1k != 250 || s.HitRate != 0.5 || s.ModelLoads != 3 {
 		t.Errorf("*: %+v", s)
+	}
+}
+
+// With adapter affinity, a policy that spreads load without looking at
+// the adapter (round-robin, least-loaded, p2c) loads adapters less often
+// than the same policy without it, on every seed: without it each popular
+// adapter ends up resident on every replica and the 28 rarer ones evict
+// each other from the 16 slots; with it an adapter's requests go where it
+// is resident. (Policies that already keep a prompt's prefix on one
+// replica, and with it its adapter, gain little or nothing:
+// docs/notes/pools.md.)
+func TestPoolsAdapterAffinityLoadsLess(t *testing.T) {
+	loads := func(pr *poolRun) int {
+		n := 0
+		for _, r := range pr.rows {
+			if _, tag, _ := ParsePoolTag(r.Conversation); tag.Load {
+				n++
+			}
+		}
+		return n
+	}
+	for _, pol := range []string{"round-robin", "least-loaded", "p2c"} {
+		for seed := int64(1); seed <= 4; seed++ {
+			on, off := loads(runPools(t, "lora", pol, seed, true, 6)), loads(runPools(t, "lora", pol, seed, false, 6))
+			t.Logf("%s seed %d: %d loads with affinity, %d without", pol, seed, on, off)
+			if !(on < off) {
+				t.Errorf("%s seed %d: %d adapter loads with affinity, %d without", pol, seed, on, off)
+			}
+		}
 	}
 }

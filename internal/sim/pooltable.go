@@ -59,8 +59,11 @@ type PoolStat struct {
 	Seed          int64
 	Model         string
 	// Requests and Errors count the rows outside the warm-up; Loads the
-	// adapter loads they caused.
+	// adapter loads they caused (their flags: see needsLoad). ModelLoads
+	// is the replica model's own count over the whole run, warm-up
+	// included (Stats.AdapterLoads; NaN if the metrics lack it).
 	Requests, Errors, Loads int
+	ModelLoads              float64
 	// LoadsPer1k is Loads per 1,000 requests; TTFTP90 the 90th percentile
 	// of the answered requests' TTFT, ms (type 7, as analysis.Percentile);
 	// HitRate the cached share of their prompt tokens (cache_n / (cache_n
@@ -70,8 +73,8 @@ type PoolStat struct {
 
 // PoolStats measures one run's rows per model, then all together ("*"),
 // leaving out an open-loop warm-up (traffic.ParseStage). Rows without a
-// pool tag count under model "".
-func PoolStats(rows []record.Request) []PoolStat {
+// pool tag count under model "". metrics are the run's (record.Run).
+func PoolStats(rows []record.Request, metrics map[string]float64) []PoolStat {
 	type acc struct {
 		st            PoolStat
 		ttft          []float64
@@ -108,6 +111,7 @@ func PoolStats(rows []record.Request) []PoolStat {
 	}
 	var out []PoolStat
 	for _, a := range by {
+		a.st.ModelLoads = modelLoads(metrics, a.st.Model)
 		a.st.LoadsPer1k = 1000 * float64(a.st.Loads) / float64(a.st.Requests)
 		a.st.TTFTP90 = percentile(a.ttft, 0.9)
 		a.st.HitRate = math.NaN()
@@ -128,6 +132,27 @@ func PoolStats(rows []record.Request) []PoolStat {
 	return out
 }
 
+// modelLoads is the run's adapter loads of model m ("*": every model) as
+// its metrics record them (poolMetrics), NaN if they do not.
+func modelLoads(metrics map[string]float64, m string) float64 {
+	if m != "*" {
+		if v, ok := metrics[`sim_adapter_loads_total{model="`+m+`"}`]; ok {
+			return v
+		}
+		return math.NaN()
+	}
+	sum, found := 0.0, false
+	for k, v := range metrics {
+		if strings.HasPrefix(k, "sim_adapter_loads_total{") {
+			sum, found = sum+v, true
+		}
+	}
+	if !found {
+		return math.NaN()
+	}
+	return sum
+}
+
 func percentile(xs []float64, q float64) float64 {
 	if len(xs) == 0 {
 		return math.NaN()
@@ -144,7 +169,7 @@ func percentile(xs []float64, q float64) float64 {
 
 // PoolsHeader is the header of the per-run table (WritePoolStats).
 var PoolsHeader = []string{"run_id", "policy", "seed", "model", "requests", "errors", "adapter_loads",
-	"adapter_loads_per_1k", "ttft_p90_ms", "hit_rate"}
+	"adapter_loads_per_1k", "ttft_p90_ms", "hit_rate", "model_adapter_loads"}
 
 // WritePoolStats writes stats as tab-separated rows under PoolsHeader
 // (tab-separated: a results folder's *.csv files are runs).
@@ -153,8 +178,8 @@ func WritePoolStats(w io.Writer, stats []PoolStat) error {
 		return err
 	}
 	for _, s := range stats {
-		if _, err := fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", s.RunID, s.Policy, s.Seed, s.Model,
-			s.Requests, s.Errors, s.Loads, num(s.LoadsPer1k, 2), num(s.TTFTP90, 1), num(s.HitRate, 4)); err != nil {
+		if _, err := fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", s.RunID, s.Policy, s.Seed, s.Model,
+			s.Requests, s.Errors, s.Loads, num(s.LoadsPer1k, 2), num(s.TTFTP90, 1), num(s.HitRate, 4), num(s.ModelLoads, 0)); err != nil {
 			return err
 		}
 	}
