@@ -29,7 +29,8 @@ const (
 // applyPools.
 func definePoolFlags(fs *flag.FlagSet) *bool {
 	return fs.Bool("adapter-affinity", true, "with a workload naming LoRA adapters: routing prefers replicas with the adapter resident, "+
-		"then a free adapter slot (state's adapter tiers); false: routing ignores adapters (the baseline of docs/notes/pools.md)")
+		"then a free adapter slot (state's adapter tiers); false: routing ignores adapters (the baseline of docs/notes/pools.md); "+
+		"default: --config's models.adapter_affinity, true when absent")
 }
 
 // applyPools gives the specs of ol's workload its pools (no change for a
@@ -38,9 +39,26 @@ func definePoolFlags(fs *flag.FlagSet) *bool {
 // open-loop arena (--workloads) it applies to the other workloads.
 func (o *simOptions) applyPools(ol *openLoop, specs []sim.Spec) error {
 	w := &ol.w
-	p, err := sim.WorkloadPools(w, ol.affinity, o.model.Seed)
+	affinity := o.router.Models.AdapterAffinityOn() // --config's models.adapter_affinity, true when absent
+	if ol.affinity != nil {
+		affinity = *ol.affinity
+	}
+	p, err := sim.WorkloadPools(w, affinity, o.model.Seed)
 	if p == nil || err != nil {
 		return err
+	}
+	// --config's models section (default, aliases, rewrites, adapters),
+	// the workload's adapters added.
+	cfg := o.router.PoolConfig()
+	for a, base := range p.Config.Adapters {
+		if cfg.Adapters == nil {
+			cfg.Adapters = map[string]string{}
+		}
+		cfg.Adapters[a] = base
+	}
+	p.Config = cfg
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("workload %s with --config's models: %w", w.Name, err)
 	}
 	if o.replicasSet && !o.openArena { // in the arena, --replicas is for the workloads without a fleet
 		return fmt.Errorf("--replicas: workload %s names its fleet (%d replicas); leave --replicas out", w.Name, len(p.Fleet))

@@ -53,3 +53,33 @@ func TestSimPoolsTable(t *testing.T) {
 		}
 	}
 }
+
+// --config's models.adapter_affinity is the default of --adapter-affinity.
+func TestSimPoolsAffinityFromConfig(t *testing.T) {
+	dir := t.TempDir()
+	base, err := os.ReadFile(filepath.Join("..", "..", "config", "router.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "router.yaml")
+	if err := os.WriteFile(cfg, append(base, "\nmodels:\n  adapter_affinity: false\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		flag, want string
+	}{{"", "false"}, {"--adapter-affinity=true", "true"}} {
+		out := filepath.Join(dir, "out"+tc.want)
+		args := []string{"--config", cfg, "--workload", "lora", "--policies", "round-robin", "--rates", "2",
+			"--stage-duration", "5s", "--warmup", "1s", "--analyze=false", "--out-dir", out}
+		if tc.flag != "" {
+			args = append(args, tc.flag)
+		}
+		if err := cmdSim(context.Background(), args, &bytes.Buffer{}, &bytes.Buffer{}); err != nil {
+			t.Fatal(err)
+		}
+		js, _ := os.ReadFile(filepath.Join(out, "s1-round-robin-sim.json"))
+		if !strings.Contains(string(js), `"adapter_affinity": `+tc.want) {
+			t.Errorf("%q: affinity %s not recorded", tc.flag, tc.want)
+		}
+	}
+}

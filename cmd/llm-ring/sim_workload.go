@@ -45,7 +45,7 @@ func defineWorkloadFlags(fs *flag.FlagSet) *workloadFlags {
 type openLoop struct {
 	w        traffic.Workload
 	stages   traffic.Stages
-	affinity bool // --adapter-affinity (sim_pools.go)
+	affinity *bool // --adapter-affinity if given (sim_pools.go)
 }
 
 // seedTraffic is the profile, source and ideal cached share of one seed's
@@ -98,6 +98,10 @@ func (wf *workloadFlags) parse(set map[string]bool) ([]*openLoop, error) {
 	}
 	var out []*openLoop
 	seen := map[string]bool{}
+	var affinity *bool
+	if set["adapter-affinity"] {
+		affinity = wf.affinity
+	}
 	for _, n := range names {
 		w, err := loadWorkload(n)
 		if err != nil {
@@ -107,7 +111,7 @@ func (wf *workloadFlags) parse(set map[string]bool) ([]*openLoop, error) {
 			return nil, fmt.Errorf("--workloads: %q given twice", w.Name)
 		}
 		seen[w.Name] = true
-		out = append(out, &openLoop{w: w, stages: st, affinity: *wf.affinity})
+		out = append(out, &openLoop{w: w, stages: st, affinity: affinity})
 	}
 	return out, nil
 }
