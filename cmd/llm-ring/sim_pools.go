@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/llm-ring/llm-ring/internal/analysis"
 	"github.com/llm-ring/llm-ring/internal/sim"
@@ -107,4 +108,20 @@ func writePoolsTable(stdout io.Writer, dir, title string) error {
 	}
 	fmt.Fprintf(stdout, "pools table in %s/{%s, %s}\n", dir, poolsTSV, poolsMD)
 	return nil
+}
+
+// workloadEngine names the engine of workload name's runs: its fleet's
+// presets when it names models, else the command line's engine.
+func workloadEngine(o *simOptions, name string) string {
+	for _, ol := range o.open {
+		if ol.w.Name != name || len(ol.w.Models) == 0 {
+			continue
+		}
+		var ps []string
+		for _, m := range ol.w.Models {
+			ps = append(ps, fmt.Sprintf("%d × %s", m.Replicas, m.Preset))
+		}
+		return strings.Join(ps, ", ")
+	}
+	return engineName(o)
 }

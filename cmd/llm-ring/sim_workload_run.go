@@ -87,7 +87,7 @@ func simOpen(ctx context.Context, o *simOptions, stdout, stderr io.Writer) error
 		if _, err := analysis.Write(dirs[name], dirs[name], analysis.Options{}); err != nil {
 			return err
 		}
-		means, err := analysis.WriteField(dirs[name], dirs[name], fmt.Sprintf("%s (engine %s)", name, engineName(o)), o.slo)
+		means, err := analysis.WriteField(dirs[name], dirs[name], fmt.Sprintf("%s (engine %s)", name, workloadEngine(o, name)), o.slo)
 		if err != nil {
 			return err
 		}
