@@ -197,7 +197,8 @@ func (a *adapterSet) report() policy.Adapters {
 	if a.max == 0 {
 		return policy.Adapters{}
 	}
-	if a.seen == a.version {
+	if a.seen == a.version || a.sameAsCached() {
+		a.seen = a.version
 		return a.cached
 	}
 	var run, wait []string
@@ -214,6 +215,31 @@ func (a *adapterSet) report() policy.Adapters {
 	a.cached = policy.Adapters{Running: run, Waiting: wait, Max: a.max, Has: true}
 	a.seen = a.version
 	return a.cached
+}
+
+// sameAsCached reports whether the running and waiting adapters are the
+// cached report's (counts changed, not the names), without allocating.
+func (a *adapterSet) sameAsCached() bool {
+	if !a.cached.Has {
+		return false
+	}
+	run, wait := 0, 0
+	for i := range a.list {
+		s := &a.list[i]
+		if s.running > 0 {
+			if run >= len(a.cached.Running) || a.cached.Running[run] != s.name {
+				return false
+			}
+			run++
+		}
+		if s.waiting > 0 {
+			if wait >= len(a.cached.Waiting) || a.cached.Waiting[wait] != s.name {
+				return false
+			}
+			wait++
+		}
+	}
+	return run == len(a.cached.Running) && wait == len(a.cached.Waiting)
 }
 
 // resident lists the adapters loaded in a slot, in the order first seen.

@@ -213,9 +213,21 @@ func TestAdapterReportIsStable(t *testing.T) {
 	if n := testing.AllocsPerRun(10, func() { _ = r.Server().Adapters() }); n != 0 {
 		t.Fatalf("unchanged report allocates %v", n)
 	}
+	// A second request of a running adapter changes counts, not names.
+	mustSubmit(t, r, 0, loraReq("a", 2, 5))
+	runUntil(r, 0)
+	if n := testing.AllocsPerRun(10, func() { _ = r.Server().Adapters() }); n != 0 {
+		t.Fatalf("report with the same names allocates %v", n)
+	}
+	if got := r.Server().Adapters(); !slices.Equal(got.Running, []string{"a"}) {
+		t.Fatalf("report %+v", got)
+	}
 	run(t, r)
 	if !slices.Equal(first.Running, []string{"a"}) {
 		t.Fatalf("earlier report changed: %+v", first)
+	}
+	if got := r.Server().Adapters(); len(got.Running) != 0 || !got.Has {
+		t.Fatalf("idle report %+v", got)
 	}
 }
 
