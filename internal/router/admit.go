@@ -154,12 +154,12 @@ func (a *admitter) saturated(p *admPool, now int64) bool {
 	return score >= s.Limit
 }
 
-// admit decides for one proxied request, routed on table, and, when it
-// must wait, waits. It returns true when the request goes on to routing;
-// otherwise it has answered the client (shed) or the client is gone
-// (cancelled), and nothing reached a replica.
-func (a *admitter) admit(ctx context.Context, w http.ResponseWriter, req *http.Request, f *flight, table *state.Table) (admitted, bool) {
-	ad, shed, ok := a.decide(ctx, req.Header, f, table)
+// admit decides for one proxied request, on its pool's table
+// (f.table()), and, when it must wait, waits. It returns true when the
+// request goes on to routing; otherwise it has answered the client (shed)
+// or the client is gone (cancelled), and nothing reached a replica.
+func (a *admitter) admit(ctx context.Context, w http.ResponseWriter, req *http.Request, f *flight) (admitted, bool) {
+	ad, shed, ok := a.decide(ctx, req.Header, f, f.table())
 	if shed != nil {
 		a.shed(w, f, *shed)
 	}
@@ -411,7 +411,7 @@ func (fl *Flight) Admit(h http.Header) error {
 	if a == nil {
 		return nil
 	}
-	ad, shed, ok := a.decide(f.ctx, h, f, fl.r.table)
+	ad, shed, ok := a.decide(f.ctx, h, f, f.table())
 	f.adm = ad
 	switch {
 	case ok:
