@@ -235,14 +235,16 @@ func (st *stream) pick() (string, error) {
 		return "", err
 	}
 	st.fl = fl
+	exclude, err := st.outsideSubset()
+	if err != nil {
+		return "", err
+	}
+	// Admission right before Route: a request let go from the queue counts
+	// as pending until Route has charged it (or failed to).
 	if st.method == http.MethodPost { // as the proxy admits what it proxies
 		if err := fl.Admit(st.hdr); err != nil {
 			return "", err
 		}
-	}
-	exclude, err := st.outsideSubset()
-	if err != nil {
-		return "", err
 	}
 	if err := fl.Route(exclude...); err != nil {
 		return "", err
