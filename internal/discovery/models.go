@@ -207,7 +207,7 @@ func (p *ModelPoller) Run(ctx context.Context, update func([]replicaset.Replica)
 		}
 		if cur := st.decorated(); publish && (!published || !slices.EqualFunc(cur, last, replicaset.Equal)) {
 			last, published = cur, true
-			update(cur)
+			update(slices.Clone(cur)) // the consumer may keep or change it
 		}
 	}
 }
