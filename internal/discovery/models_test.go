@@ -7,12 +7,16 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/llm-ring/llm-ring/internal/replicaset"
 )
@@ -516,4 +520,26 @@ func TestStaticPassesModelsThrough(t *testing.T) {
 	if len(rs) != 2 || !has(rs, "a", configured) || !has(rs, "b", nil) || rs[0].Name != "a" {
 		t.Fatalf("static published %v", rs)
 	}
+}
+
+// The poller wraps the Kubernetes source as it wraps the static list: the
+// pods its EndpointSlices name are polled at their URLs.
+func TestModelPollerOverKubernetes(t *testing.T) {
+	s := newModelServer(t, vllmAdapter)
+	u, err := url.Parse(s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, _ := strconv.Atoi(u.Port())
+	es := slice("llm-a", "llm", ep("llm-0", u.Hostname()))
+	es.Ports[0].Port = ptr(int32(port))
+	client := fake.NewClientset(es)
+	k, err := NewKubernetes(KubernetesOptions{Namespace: "llm-ring", Service: "llm", PortName: "http", Client: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := startPoller(t, k, ModelPollOptions{})
+	w.until("pod polled", func(rs []replicaset.Replica) bool {
+		return len(rs) == 1 && rs[0].URL == s.URL && has(rs, "llm-0", models("llama-3.1-8b", "", "sql-lora", "llama-3.1-8b"))
+	})
 }
