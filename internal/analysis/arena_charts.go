@@ -196,13 +196,11 @@ func WriteHeatMap(w io.Writer, a *Arena, mi int) error {
 // (the usual case: the worst policies stretch the axes), a second panel
 // shows that corner close up.
 func WriteParetoChart(w io.Writer, a *Arena, si int) error {
-	hit, p95 := a.MetricIndex("hit-rate"), a.MetricIndex("p95")
-	hm, lm := &a.Metrics[hit], &a.Metrics[p95]
+	pc := newParetoChart(a, si, nil)
 	var xs, ys []float64 // of the points drawn, display units
 	for pi := range a.Policies {
-		he, le := a.Cells[hit][pi][si], a.Cells[p95][pi][si]
-		if he.N > 0 && le.N > 0 && !math.IsNaN(he.Mean) && !math.IsNaN(le.Mean) {
-			xs, ys = append(xs, he.Mean*hm.Scale), append(ys, le.Mean*lm.Scale)
+		if pt, he, le := pc.at(pi); he.N > 0 && le.N > 0 && !math.IsNaN(he.Mean) && !math.IsNaN(le.Mean) {
+			xs, ys = append(xs, pt.X), append(ys, pt.Y)
 		}
 	}
 	if len(xs) == 0 {
@@ -216,13 +214,13 @@ func WriteParetoChart(w io.Writer, a *Arena, si int) error {
 	// (at least 5 points of hit rate and 10 % of its latency).
 	xlo, xhi, ylo, yhi := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
 	for _, pi := range a.Pareto(si) {
-		x, y := a.Cells[hit][pi][si].Mean*hm.Scale, a.Cells[p95][pi][si].Mean*lm.Scale
-		xlo, xhi, ylo, yhi = math.Min(xlo, x), math.Max(xhi, x), math.Min(ylo, y), math.Max(yhi, y)
+		pt, _, _ := pc.at(pi)
+		xlo, xhi, ylo, yhi = math.Min(xlo, pt.X), math.Max(xhi, pt.X), math.Min(ylo, pt.Y), math.Max(yhi, pt.Y)
 	}
 	dx := math.Max((xhi-xlo)/2, 2.5)
 	dy := math.Max((yhi-ylo)/2, 0.05*yhi)
 	zoom := &[4]float64{xlo - dx, xhi + 2*dx, math.Max(0, ylo-dy), yhi + dy} // more room right, for names
-	if hm.Scale == 100 && zoom[1] > 100 {                                    // a hit rate ends at 100 %: names go left of the points there
+	if a.Metrics[pc.hit].Scale == 100 && zoom[1] > 100 {                     // a hit rate ends at 100 %: names go left of the points there
 		zoom[1] = max(100, xhi) + 0.3*dx
 	}
 	fx := slices.Max(xs) - slices.Min(xs)
@@ -263,8 +261,7 @@ func paretoTitle(scenario string) string {
 // axes (x min, x max, y min, y max) and only the points inside it are
 // drawn, without error bars; else the axes fit every point and its bars.
 func paretoPlot(a *Arena, si int, title string, window *[4]float64) (*plot.Plot, error) {
-	pc := paretoChart{a: a, si: si, window: window, hit: a.MetricIndex("hit-rate"), p95: a.MetricIndex("p95"),
-		lo: plotter.XY{X: math.Inf(1), Y: math.Inf(1)}, hi: plotter.XY{X: math.Inf(-1), Y: math.Inf(-1)}}
+	pc := newParetoChart(a, si, window)
 	p := plot.New()
 	p.Title.Text = title
 	p.Title.TextStyle.Font.Size = 12
@@ -303,6 +300,11 @@ type paretoChart struct {
 	window   *[4]float64 // x from, x to, y from, y to (nil: the whole chart)
 	hit, p95 int         // the metrics' indexes
 	lo, hi   plotter.XY
+}
+
+func newParetoChart(a *Arena, si int, window *[4]float64) *paretoChart {
+	return &paretoChart{a: a, si: si, window: window, hit: a.MetricIndex("hit-rate"), p95: a.MetricIndex("p95"),
+		lo: plotter.XY{X: math.Inf(1), Y: math.Inf(1)}, hi: plotter.XY{X: math.Inf(-1), Y: math.Inf(-1)}}
 }
 
 // at returns policy pi's point (scaled means) and its two estimates.
