@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"time"
 
 	"github.com/llm-ring/llm-ring/internal/analysis"
 )
@@ -18,6 +19,8 @@ func cmdAnalyze(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	outDir := fs.String("out-dir", "", "folder for summary.md, per_run.csv and the charts (default: --results-dir)")
 	binS := fs.Float64("bin-s", analysis.DefaultBinS, "bin width of the hit rate over time, seconds")
 	windowS := fs.Float64("window-s", analysis.DefaultWindowS, "window after the scale-up for its hit rate, seconds")
+	sloTTFT := fs.Duration("slo-ttft", time.Second, "goodput SLO of the field metrics: time to first token")
+	sloTPOT := fs.Duration("slo-tpot", 100*time.Millisecond, "goodput SLO of the field metrics: time per output token after the first")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -33,6 +36,9 @@ func cmdAnalyze(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if !(*windowS > 0) {
 		return usageError{fmt.Errorf("--window-s must be positive, got %v", *windowS)}
 	}
+	if *sloTTFT <= 0 || *sloTPOT <= 0 {
+		return usageError{fmt.Errorf("--slo-ttft and --slo-tpot must be positive, got %v and %v", *sloTTFT, *sloTPOT)}
+	}
 	opts := analysis.Options{BinS: *binS, WindowS: *windowS}
 	if err := opts.Validate(); err != nil {
 		return usageError{err}
@@ -44,8 +50,15 @@ func cmdAnalyze(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := analysis.WriteTable(stdout, s); err != nil {
 		return err
 	}
+	slo := analysis.SLO{TTFTMS: float64(*sloTTFT) / 1e6, TPOTMS: float64(*sloTPOT) / 1e6}
+	if _, err := analysis.WriteField(*resultsDir, *outDir, "live runs of "+*resultsDir, slo); err != nil {
+		return err
+	}
 	fmt.Fprintf(stdout, "\nwrote %s, %s, %s, %s\n",
 		filepath.Join(*outDir, analysis.SummaryMD), filepath.Join(*outDir, analysis.PerRunCSV),
 		filepath.Join(*outDir, analysis.SummaryPNG), filepath.Join(*outDir, analysis.HitRateOverTimePNG))
+	fmt.Fprintf(stdout, "field metrics (SLO: TTFT %v, TPOT %v): %s, %s, %s (per stage: %s)\n", *sloTTFT, *sloTPOT,
+		filepath.Join(*outDir, analysis.FieldMD), filepath.Join(*outDir, analysis.FieldPerRunCSV),
+		filepath.Join(*outDir, analysis.FieldTTFTPNG), filepath.Join(*outDir, analysis.PerStageCSV))
 	return nil
 }

@@ -58,7 +58,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "\nnext: llm-ring analyze --results-dir %s --out-dir DIR\n", spec.OutDir)
+	fmt.Fprintf(stdout, "\nnext: llm-ring analyze --results-dir %s --out-dir DIR (summary, and the field metrics: TTFT/TPOT percentiles, goodput at --slo-ttft/--slo-tpot, per stage for a --workload)\n", spec.OutDir)
 	return nil
 }
 
@@ -67,6 +67,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 // (hetero, churn) sets --replicas; its speeds and events need a CPU per
 // replica (--shared-cpu=false) and its events replace a scale-up.
 func profileDefaults(spec *experiment.Spec, set map[string]bool) {
+	if spec.Workload != nil && !set["shared-cpu"] {
+		spec.SharedCPU = false // open loop: replicas of a fleet, each with compute of its own (as llm-ring sim)
+	}
 	p := &spec.Profile
 	if p.Replicas > 0 && !set["replicas"] {
 		spec.Replicas = p.Replicas

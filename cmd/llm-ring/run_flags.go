@@ -41,6 +41,9 @@ type runTrafficFlags struct {
 	traceSpeedup                        *float64
 	seed                                *int64
 	alternate                           *bool
+	// An open-loop workload (issue 19) instead of the profile.
+	workload, rates, arrival *string
+	stage, warmup            *time.Duration
 }
 
 // runEmbeddedFlags shape the in-process replicas and router.
@@ -76,6 +79,12 @@ func (f *runTrafficFlags) register(fs *flag.FlagSet) {
 	f.profile = fs.String("profile", "standard", "traffic profile: a JSON file, or an embedded profile name ("+strings.Join(profiles.Names(), ", ")+")")
 	f.tracePath = fs.String("trace", "", "replay this JSONL trace (Mooncake/FAST'25 format, see profiles/README.md) instead of a profile: open loop, no conversation header")
 	f.traceSpeedup = fs.Float64("trace-speedup", 1, "with --trace: divide the trace's timestamps by this")
+	f.workload = fs.String("workload", "", "an open-loop workload (embedded: "+strings.Join(profiles.WorkloadNames(), ", ")+
+		", or a JSON file) at --rates, instead of a profile: the same requests as llm-ring sim --workload, per stage in model time")
+	f.rates = fs.String("rates", "1,2,4", "with --workload: arrival rates, requests per second (model time), one stage each")
+	f.arrival = fs.String("arrival", "poisson", "with --workload: poisson or constant inter-arrival gaps")
+	f.stage = fs.Duration("stage-duration", 30*time.Second, "with --workload: model time of each rate's stage")
+	f.warmup = fs.Duration("warmup", 5*time.Second, "with --workload: model time at the first rate before the stages, left out of every metric")
 	f.seed = fs.Int64("seed", 1, "traffic seed (one run per policy)")
 	f.seeds = fs.String("seeds", "", "several seeds instead of --seed: a list or ranges, e.g. 1-5 or 1,2,3")
 	f.alternate = fs.Bool("alternate", false, "reverse the policy order on every other seed")
@@ -165,6 +174,14 @@ func (f *runTrafficFlags) apply(spec *experiment.Spec, set map[string]bool) erro
 // load reads the trace or the profile.
 func (f *runTrafficFlags) load(spec *experiment.Spec, set map[string]bool) error {
 	var err error
+	if *f.workload != "" {
+		return f.loadWorkload(spec, set)
+	}
+	for _, name := range []string{"rates", "arrival", "stage-duration", "warmup"} {
+		if set[name] {
+			return usageError{fmt.Errorf("--%s: only with --workload", name)}
+		}
+	}
 	switch {
 	case *f.tracePath != "" && set["profile"]:
 		return usageError{errors.New("give --profile or --trace, not both")}
@@ -180,6 +197,24 @@ func (f *runTrafficFlags) load(spec *experiment.Spec, set map[string]bool) error
 			return usageError{err}
 		}
 	}
+	return nil
+}
+
+// loadWorkload reads --workload and its stages.
+func (f *runTrafficFlags) loadWorkload(spec *experiment.Spec, set map[string]bool) error {
+	for _, name := range []string{"profile", "trace", "trace-speedup"} {
+		if set[name] {
+			return usageError{fmt.Errorf("--%s and --workload: give one (a workload replaces the profile)", name)}
+		}
+	}
+	w, err := loadWorkload(*f.workload)
+	if err != nil {
+		return usageError{fmt.Errorf("--workload: %w", err)}
+	}
+	if spec.Stages, err = parseStages(*f.rates, *f.arrival, *f.stage, *f.warmup); err != nil {
+		return usageError{err}
+	}
+	spec.Workload = &w
 	return nil
 }
 

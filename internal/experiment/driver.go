@@ -36,6 +36,7 @@ type driver struct {
 	headers bool
 	model   string                 // the requests' "model" field
 	trace   []traffic.TraceRequest // if set, replayed open loop instead of convs
+	names   []string               // with trace: each request's conversation name (nil: trace-l<line>)
 	speedup float64                // divides the trace's timestamps
 	start   time.Time              // the run's start (wall)
 	base    record.Request
@@ -97,6 +98,9 @@ func (d *driver) runTrace(ctx context.Context) {
 		wg.Go(func() {
 			row := d.base
 			row.Conversation, row.Turn = fmt.Sprintf("trace-l%d", req.Line), 1
+			if d.names != nil {
+				row.Conversation = d.names[i]
+			}
 			row, _, _ = d.post(ctx, row, traffic.TraceMessages(traffic.TraceText(req)), req.OutputLength, nil)
 			d.record(&row)
 		})

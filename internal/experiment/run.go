@@ -113,14 +113,18 @@ func Run(ctx context.Context, spec Spec) ([]Result, error) {
 	var results []Result
 	for _, pl := range plan {
 		cs, ok := convs[pl.Seed]
-		if !ok && spec.Trace == nil {
+		if !ok && spec.Trace == nil && spec.Workload == nil {
 			var err error
 			if cs, err = traffic.Generate(spec.Profile, pl.Seed); err != nil {
 				return results, err
 			}
 			convs[pl.Seed] = cs
 		}
-		res, err := runOne(ctx, &spec, tgt, pl, cs, client)
+		sp := &spec
+		if spec.Workload != nil {
+			sp = spec.seedWorkload(pl.Seed)
+		}
+		res, err := runOne(ctx, sp, tgt, pl, cs, client)
 		if res != nil {
 			results = append(results, *res)
 		}
@@ -257,6 +261,7 @@ func (r *liveRun) newDriver(convs []traffic.Conversation) {
 		headers: !spec.NoHeaders && spec.Profile.Headers(),
 		model:   spec.RequestModel,
 		trace:   spec.Trace,
+		names:   spec.names,
 		speedup: spec.TraceSpeedup,
 		base:    record.Request{RunID: r.pl.RunID, Policy: r.pl.Policy, Seed: r.pl.Seed},
 	}
@@ -365,6 +370,7 @@ func (r *liveRun) measure(file *RunFile, before map[string]sample) {
 	} else {
 		file.Metrics = metricsDelta(before, after)
 	}
+	r.spec.recordIdeal(file)
 	if e, ok := r.tgt.(*embedded); ok {
 		rm, err := e.replicaMetrics(mctx)
 		if err != nil {
@@ -382,9 +388,12 @@ func (r *liveRun) config() map[string]any {
 	cfg["speed"] = spec.Speed
 	cfg["headers"] = !spec.NoHeaders && spec.Profile.Headers() && spec.Trace == nil
 	cfg["scale_at_s"] = spec.ScaleAt.Seconds()
-	if spec.Trace != nil {
+	switch {
+	case spec.Workload != nil:
+		cfg["workload"] = map[string]any{"workload": spec.Workload, "stages": spec.Stages, "requests": len(spec.Trace)}
+	case spec.Trace != nil:
 		cfg["trace"] = map[string]any{"name": spec.TraceName, "requests": len(spec.Trace), "speedup": spec.TraceSpeedup}
-	} else {
+	default:
 		cfg["profile"] = toMap(spec.Profile)
 	}
 	cfg["invocation"] = map[string]any{"policies": spec.Policies, "seeds": spec.Seeds, "alternate": spec.Alternate}

@@ -50,6 +50,19 @@ type Spec struct {
 	TraceName string
 	// TraceSpeedup divides the trace's timestamps (1: as recorded).
 	TraceSpeedup float64
+	// Workload, if set, replaces the profile with an open-loop workload
+	// (issue 19): for each seed its requests under Stages
+	// (traffic.OpenArrivals) are sent open loop as a trace is, each named
+	// by its stage (traffic.StageConversation) so that the analysis splits
+	// the run into stages (per_stage.csv). Trace must be nil.
+	Workload *traffic.Workload
+	// Stages are the workload's rates, stage length and warm-up.
+	Stages traffic.Stages
+	// names and ideal are set per seed from Workload (seedWorkload): each
+	// trace request's conversation name, and the ideal cached share of the
+	// whole run then of each stage.
+	names []string
+	ideal []float64
 	// Replicas is the number of replicas at the start of a run (embedded
 	// mode; in external mode the router's replica set is used, and a
 	// non-zero Replicas must match it).
@@ -224,7 +237,17 @@ func (s *Spec) validateRuns(bad problem) {
 
 // validateTraffic checks the traffic and the run's timing and output.
 func (s *Spec) validateTraffic(bad problem) {
-	if s.Trace != nil {
+	if s.Workload != nil {
+		if s.Trace != nil {
+			bad("a workload and a trace: give one")
+		}
+		if err := s.Workload.Validate(); err != nil {
+			bad("workload %s: %v", s.Workload.Name, err)
+		}
+		if err := s.Stages.Validate(); err != nil {
+			bad("workload stages: %v", err)
+		}
+	} else if s.Trace != nil {
 		if len(s.Trace) == 0 {
 			bad("the trace has no request")
 		}
@@ -315,6 +338,9 @@ func (s *Spec) validateExternal(bad problem, scenario bool) {
 // TrafficName is what the run records name as the profile: the profile's
 // name, or "trace:<name>" for a trace.
 func (s *Spec) TrafficName() string {
+	if s.Workload != nil {
+		return "workload:" + s.Workload.Name
+	}
 	if s.Trace != nil {
 		return "trace:" + s.TraceName
 	}

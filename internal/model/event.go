@@ -30,6 +30,13 @@ type Request struct {
 	// EventFirstToken and EventDone, and steps in which nothing else changes
 	// are computed in one go.
 	TokenEvents bool
+	// Adapter is the LoRA adapter the request runs with ("": the base
+	// model). On a paged engine with Config.MaxLoras > 0 it needs one of
+	// the adapter slots (see Config.MaxLoras); on every paged engine its
+	// KV blocks are its own (a prefix cached under another adapter or the
+	// base model is not reused, as in vLLM and SGLang). The llama.cpp
+	// model ignores it (llama.cpp loads every --lora adapter at start).
+	Adapter string
 }
 
 // StopType says why a generation stopped, with llama.cpp's names.

@@ -12,7 +12,8 @@ import (
 // route it (Route with exclude) at this moment. Nothing is charged, learnt
 // or announced, and the round-robin sequence does not advance: the endpoint
 // picker hands the list to the gateway as the request's fallbacks, and
-// charges only the replica that serves it. dst is reused.
+// charges only the replica that serves it. With adapter affinity each
+// candidate is of the best adapter tier among those left. dst is reused.
 func (t *Table) Candidates(dst []replicaset.Replica, in Input, tk *Ticket, now int64, n int, exclude ...string) []replicaset.Replica {
 	dst = dst[:0]
 	t.mu.Lock()
@@ -36,8 +37,13 @@ func (t *Table) Candidates(dst []replicaset.Replica, in Input, tk *Ticket, now i
 	for _, name := range exclude {
 		drop(name)
 	}
+	adapter := t.cfg.AdapterAffinity && in.Adapter != ""
 	for len(dst) < n && left > 0 {
+		if adapter { // the best adapter tier among those left
+			t.restrictAdapter(v, in.Adapter, now)
+		}
 		t.pol.Pick(req, v, &t.dec) // the pick's own decision was copied out by Route
+		v.Exclude = t.excl
 		r := t.dec.Replica
 		dst = append(dst, s.replicas[r])
 		drop(s.names[r])

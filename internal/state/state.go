@@ -46,6 +46,10 @@ type Config struct {
 	// of the best adapter tier (resident, free slot, waiting, must evict;
 	// the llm-d lora-affinity scorer's order). false ignores adapters.
 	AdapterAffinity bool
+	// AdapterSpill is the load factor over which a resident replica lets
+	// free-slot replicas join an adapter's pick (adapters.go); 0: the
+	// default AdapterSpill, < 0: never (the tiers strictly).
+	AdapterSpill float64
 }
 
 // snapshot is an immutable replica set with its ring.
@@ -99,6 +103,11 @@ type Table struct {
 	nDown    int
 	downBits []uint64
 	excl     []uint64
+	// adapters[id] is the optimistic adapter memory of replica id
+	// (adapters.go); tiers and adExcl are scratch for an adapter's pick.
+	adapters [][]adapterUse
+	tiers    []int8
+	adExcl   []uint64
 }
 
 // Validate reports an invalid prefix-index configuration, naming the key
@@ -152,14 +161,16 @@ func (t *Table) Policy() policy.Policy {
 	return t.pol
 }
 
-// Reset forgets placement memory and restarts the round-robin sequence, so
-// that an experiment run starts from the same state as a fresh router.
-// In-flight load is kept (those requests are still running).
+// Reset forgets placement memory (and the adapter memory's idle entries)
+// and restarts the round-robin sequence, so that an experiment run starts
+// from the same state as a fresh router. In-flight load is kept (those
+// requests are still running).
 func (t *Table) Reset() {
 	t.mu.Lock()
 	for _, ix := range t.idx {
 		ix.Reset()
 	}
+	t.resetAdapters()
 	t.seq = 0
 	t.mu.Unlock()
 }
@@ -205,6 +216,7 @@ func (t *Table) SetReplicas(rs []replicaset.Replica) bool {
 			for _, ix := range t.idx {
 				ix.Forget(id) // left the set: whatever it held is gone
 			}
+			t.forgetAdapters(id)
 		}
 	}
 	t.snap, t.rows = s, rows
@@ -217,6 +229,8 @@ func (t *Table) SetReplicas(rs []replicaset.Replica) bool {
 		t.visited = make([]uint64, w)
 	}
 	t.excl = make([]uint64, (len(rs)+63)/64)
+	t.adExcl = make([]uint64, (len(rs)+63)/64)
+	t.tiers = make([]int8, len(rs))
 	t.rebuildDown()
 	return true
 }
@@ -259,6 +273,7 @@ func (t *Table) intern(name string) uint32 {
 	t.rep = append(t.rep, policy.Reported{})
 	t.speed = append(t.speed, policy.Speed{})
 	t.routed = append(t.routed, 0)
+	t.adapters = append(t.adapters, nil)
 	return id
 }
 
@@ -304,7 +319,9 @@ type Input struct {
 	FirstUser string
 	// Adapter is the LoRA adapter the request asks for ("" none; issue 23):
 	// with Config.AdapterAffinity the pick prefers replicas that have it
-	// resident, then a free adapter slot, then it waiting.
+	// resident, then a free adapter slot, then it waiting (adapters.go).
+	// The table remembers the string as given for a while: pass one that
+	// does not hold a large buffer (pool.Route.Adapter does not).
 	Adapter string
 }
 
@@ -327,7 +344,11 @@ type Ticket struct {
 	// conversation (its last answer, or a turn another instance announced
 	// over), "" when none was known: what the pick knew, for logs.
 	CachedOn string
+	// AdapterTier is the adapter tier of Replica at the pick (TierResident
+	// … TierEvict, adapters.go); 0: no adapter asked for, or affinity off.
+	AdapterTier int
 
+	adapter string // Input.Adapter when the tier applied (Release decrements its count)
 	id, gen uint32
 	key     uint64
 	chars   int32
@@ -393,6 +414,10 @@ func (t *Table) route(pol policy.Policy, readsMatch bool, in Input, now int64, e
 			return Ticket{}, policy.Decision{}, ErrNoReplica
 		}
 	}
+	adapter := t.cfg.AdapterAffinity && in.Adapter != ""
+	if adapter {
+		t.restrictAdapter(v, in.Adapter, now)
+	}
 	d := &t.dec
 	pol.Pick(req, v, d)
 	r := d.Replica
@@ -410,6 +435,10 @@ func (t *Table) route(pol policy.Policy, readsMatch bool, in Input, now int64, e
 	}
 	if req.Last >= 0 {
 		tk.CachedOn = s.names[req.Last]
+	}
+	if adapter {
+		tk.AdapterTier, tk.adapter = int(t.tiers[r]), in.Adapter
+		t.adapterRouted(s.ids[r], in.Adapter, t.rows[r].Reported.Adapters.Max, now)
 	}
 	if req.Last == r {
 		tk.ExpectCached = req.CachedTokens
@@ -512,6 +541,7 @@ func (t *Table) Release(tk *Ticket, out Outcome, now int64) Feedback {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.uncharge(tk)
+	t.adapterReleased(tk, now)
 	var fb Feedback
 	if out.OK && out.Known {
 		fb.CacheLost = !out.CachedUnknown && tk.ExpectCached > 0 && out.CacheN*2 < tk.ExpectCached
@@ -556,44 +586,4 @@ func satAdd(a, b int64) int64 {
 		return math.MaxInt64
 	}
 	return a + b
-}
-
-// Status is a copy of the table's state for /replicas and metrics.
-type Status struct {
-	Policy   string
-	Replicas []ReplicaStatus
-	Memory   int // conversations in placement memory
-}
-
-// ReplicaStatus is one replica's state.
-type ReplicaStatus struct {
-	replicaset.Replica
-	Load      policy.Load
-	Reported  policy.Reported
-	Speed     policy.Speed
-	RingShare float64 // share of the hash space it is home for
-	Healthy   bool    // false while its health checks fail (SetHealthy)
-}
-
-// Healthy counts the replicas that may take requests.
-func (s *Status) Healthy() int {
-	n := 0
-	for _, r := range s.Replicas {
-		if r.Healthy {
-			n++
-		}
-	}
-	return n
-}
-
-// Status returns a consistent copy of the current state.
-func (t *Table) Status() Status {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	st := Status{Policy: t.pol.Name(), Memory: t.mem.len(), Replicas: make([]ReplicaStatus, len(t.snap.names))}
-	for i, r := range t.snap.replicas {
-		st.Replicas[i] = ReplicaStatus{Replica: r, Load: t.rows[i].Load, Reported: t.rows[i].Reported, Speed: t.rows[i].Speed,
-			RingShare: t.snap.share[i], Healthy: !t.down[t.snap.ids[i]]}
-	}
-	return st
 }
