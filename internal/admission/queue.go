@@ -81,6 +81,7 @@ type Controller struct {
 	// expected wait of a request is its place in line times this.
 	interval float64
 	lastAt   int64
+	times    serviceTimes // recent dispatch-to-first-token times (ServiceQuantile)
 }
 
 const shareWindow = 128
@@ -173,8 +174,11 @@ func (c *Controller) Offer(it Item, now int64, saturated bool) (v Verdict, displ
 }
 
 // service is it's predicted time from dispatch to first token: its own
-// prediction, at least Settings.ServiceFloorNs.
-func (c *Controller) service(it *Item) int64 { return max(it.Service, c.s.ServiceFloorNs) }
+// prediction, at least Settings.ServiceFloorNs and the recent quantile
+// (ObserveService).
+func (c *Controller) service(it *Item) int64 {
+	return max(it.Service, c.s.ServiceFloorNs, c.times.q)
+}
 
 // fits reports whether it can join the queue without pushing anyone out.
 func (c *Controller) fits(it *Item) bool {

@@ -50,6 +50,10 @@ type Settings struct {
 	// once its deadline is nearer than that, rather than dispatched to miss
 	// it. 0 (the default): only the request's own prediction counts.
 	ServiceFloorNs int64 `json:"service_floor_ns"`
+	// ServiceQuantile, in (0, 1), makes the quantile of the pool's recent
+	// dispatch-to-first-token times (ObserveService) the least service time
+	// assumed, as ServiceFloorNs is; 0 (the default): off.
+	ServiceQuantile float64 `json:"service_quantile"`
 	// Order within a flow: "fcfs" or "edf" (earliest deadline first; GIE
 	// fcfs-ordering-policy / slo-deadline).
 	Order string `json:"order"`
@@ -103,6 +107,7 @@ func (s *Settings) Validate() error {
 	check(s.QueueCapacity >= 0, "queue_capacity: must be ≥ 0, got %d", s.QueueCapacity)
 	check(s.QueueBytes >= 0, "queue_bytes: must be ≥ 0, got %d", s.QueueBytes)
 	check(s.ServiceFloorNs >= 0, "service_floor: must be ≥ 0, got %dns", s.ServiceFloorNs)
+	check(s.ServiceQuantile >= 0 && s.ServiceQuantile < 1, "service_quantile: must be in [0, 1), got %v", s.ServiceQuantile)
 	check(s.MaxWaitNs > 0, "max_wait: must be > 0, got %dns", s.MaxWaitNs)
 	check(s.Order == OrderFCFS || s.Order == OrderEDF, "order: must be %q or %q, got %q", OrderFCFS, OrderEDF, s.Order)
 	check(s.TokensPerMinute >= 0, "tokens_per_minute: must be ≥ 0, got %d", s.TokensPerMinute)

@@ -45,6 +45,7 @@ type Admission struct {
 	DefaultPriority     int                `json:"default_priority" cfg:"optional"`
 	DefaultSLOTTFT      Duration           `json:"default_slo_ttft" cfg:"optional"`
 	ServiceFloor        Duration           `json:"service_floor" cfg:"optional"`
+	ServiceQuantile     float64            `json:"service_quantile" cfg:"optional"`
 	Headers             AdmissionHeaders   `json:"headers" cfg:"optional"`
 }
 
@@ -112,6 +113,7 @@ func (a Admission) Settings() (admission.Settings, error) {
 	if a.ServiceFloor != 0 {
 		s.ServiceFloorNs = int64(time.Duration(a.ServiceFloor))
 	}
+	s.ServiceQuantile = a.ServiceQuantile
 	if a.MaxWait != 0 {
 		s.MaxWaitNs = int64(time.Duration(a.MaxWait))
 	}

@@ -237,6 +237,9 @@ func (a *admitter) done(_ *http.Request, f *flight) {
 		a.correct(f.adm.flow, f.adm.tokens, int64(out.CacheN+out.PromptN+out.PredictedN))
 		a.mu.Lock()
 		f.adm.pool.cached.Learn(out.CacheN, out.PromptN)
+		if out.TTFT > 0 { // from dispatch: less the wait in the queue
+			f.adm.pool.c.ObserveService(int64(out.TTFT - f.adm.wait))
+		}
 		a.mu.Unlock()
 	}
 	a.kick(f.adm.pool)

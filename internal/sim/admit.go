@@ -168,6 +168,9 @@ func (s *sim) admAnswered(us *user, res *model.Result, at time.Duration) {
 	}
 	s.adm.c.Budgets().Charge(us.flow, int64(res.CacheN+res.PromptN+res.PredictedN)-us.tokens, int64(at))
 	s.adm.cached.Learn(res.CacheN, res.PromptN)
+	if us.ttft > 0 { // from dispatch: less the wait in the queue
+		s.adm.c.ObserveService(int64(us.ttft - us.wait))
+	}
 }
 
 // saturated reads the pool's saturation from router 0's table at now.
@@ -302,5 +305,6 @@ func admConfig(a *Admission) map[string]any {
 		"order":         st.Order, "slo_ttft": a.SLOTTFT.String(), "high_share": a.HighShare, "high_priority": a.HighPriority,
 		"tenants": a.Tenants, "flood_share": a.FloodShare, "shed_status": a.status(),
 		"min_share": st.MinShare, "flow_weights": st.FlowWeights, "tokens_per_minute": st.TokensPerMinute,
+		"service_quantile": st.ServiceQuantile,
 	}
 }
