@@ -147,6 +147,7 @@ func (c *Controller) Offer(it Item, now int64, saturated bool) (v Verdict, displ
 	if !c.s.Enabled {
 		return Verdict{Outcome: Admitted}, Item{}, false
 	}
+	c.ageService(now)
 	if allowed, wait := c.budgets.Allowed(it.Flow, now); !allowed {
 		return Verdict{Outcome: Shed, Reason: Budget, RetryAfterNs: wait}, Item{}, false
 	}
@@ -254,6 +255,7 @@ func (c *Controller) Dispatch(now int64, saturated bool) (Item, bool) {
 // Expire sheds the waiting requests that have waited too long or can no
 // longer meet their deadline, calling shed for each, oldest first.
 func (c *Controller) Expire(now int64, shed func(Item, Reason)) int {
+	c.ageService(now)
 	var out []*entry
 	var why []Reason
 	for _, b := range c.bands {

@@ -10,13 +10,13 @@ func TestServiceQuantile(t *testing.T) {
 	s.Enabled, s.ServiceQuantile = true, 0.9
 	c := New(s)
 	for i := int64(1); i <= 15; i++ {
-		c.ObserveService(i * 1e6)
+		c.ObserveService(i*1e6, 0)
 	}
 	if q := c.ServiceQuantile(); q != 0 {
 		t.Fatalf("15 samples: quantile %d, want 0 (too few)", q)
 	}
 	for i := int64(16); i <= 20; i++ {
-		c.ObserveService(i * 1e6)
+		c.ObserveService(i*1e6, 0)
 	}
 	// 1 … 20 ms: index int(0.9 × 20) = 18 of the sorted times: 19 ms.
 	if q := c.ServiceQuantile(); q != 19e6 {
@@ -31,14 +31,26 @@ func TestServiceQuantile(t *testing.T) {
 	}
 	// The window keeps the last 128: 200 more of 1 ms bring it down.
 	for range 200 {
-		c.ObserveService(1e6)
+		c.ObserveService(1e6, 0)
 	}
 	if q := c.ServiceQuantile(); q != 1e6 {
 		t.Fatalf("after 200 × 1 ms: quantile %d, want 1 ms", q)
 	}
+	// Samples older than 10 s no longer count: an Offer at 10.5 s drops
+	// them all (under 16 left: no quantile), so a burst's quantile cannot
+	// shed every later request.
+	for range 20 {
+		c.ObserveService(5e9, 1e9)
+	}
+	if q := c.ServiceQuantile(); q != 5e9 {
+		t.Fatalf("after 20 × 5 s: quantile %d, want 5 s", q)
+	}
+	if v, _, _ := c.Offer(Item{ID: 3, Arrived: 11.5e9, Deadline: 12.5e9}, 11.5e9, false); v.Outcome != Admitted || c.ServiceQuantile() != 0 {
+		t.Fatalf("10.5 s later: %+v, quantile %d; want admitted, no quantile", v, c.ServiceQuantile())
+	}
 	off := New(Defaults())
 	for range 20 {
-		off.ObserveService(5e9)
+		off.ObserveService(5e9, 0)
 	}
 	if off.ServiceQuantile() != 0 {
 		t.Fatal("ServiceQuantile off, yet a quantile was kept")

@@ -238,7 +238,7 @@ func (a *admitter) done(_ *http.Request, f *flight) {
 		a.mu.Lock()
 		f.adm.pool.cached.Learn(out.CacheN, out.PromptN)
 		if out.TTFT > 0 { // from dispatch: less the wait in the queue
-			f.adm.pool.c.ObserveService(int64(out.TTFT - f.adm.wait))
+			f.adm.pool.c.ObserveService(int64(out.TTFT-f.adm.wait), time.Now().UnixNano())
 		}
 		a.mu.Unlock()
 	}

@@ -169,7 +169,7 @@ func (s *sim) admAnswered(us *user, res *model.Result, at time.Duration) {
 	s.adm.c.Budgets().Charge(us.flow, int64(res.CacheN+res.PromptN+res.PredictedN)-us.tokens, int64(at))
 	s.adm.cached.Learn(res.CacheN, res.PromptN)
 	if us.ttft > 0 { // from dispatch: less the wait in the queue
-		s.adm.c.ObserveService(int64(us.ttft - us.wait))
+		s.adm.c.ObserveService(int64(us.ttft-us.wait), int64(at))
 	}
 }
 
