@@ -36,6 +36,7 @@ func cmdReplica(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return usageError{fmt.Errorf("--replica-preset: %w", err)}
 	}
 	modelFlags(fs, &cfg)
+	served := servedFlags(fs)
 	_ = preset // read before the model flags are defined (presetArg): their defaults come from it
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -52,8 +53,13 @@ func cmdReplica(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if len(nameList) == 0 || len(nameList) != len(addrList) {
 		return usageError{fmt.Errorf("--name has %d names and --listen %d addresses: give one address per replica", len(nameList), len(addrList))}
 	}
+	adapters, err := replica.ParseAdapters(splitList(*served.adapters))
+	if err != nil {
+		return usageError{fmt.Errorf("--adapters: %w", err)}
+	}
 	opts := replica.Options{Model: cfg, SharedCPU: *shared, Speed: *speed, Alias: *alias,
-		API: *api, APIKeys: splitList(*apiKey), CacheReport: *cacheReport}
+		API: *api, APIKeys: splitList(*apiKey), CacheReport: *cacheReport,
+		Models: splitList(*served.models), Adapters: adapters}
 	if !*quiet {
 		opts.Logger = slog.New(slog.NewTextHandler(stderr, nil))
 	}
@@ -85,6 +91,19 @@ func cmdReplica(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return errors.Join(errs...)
 }
 
+// servedFlagValues are the flags of the models and LoRA adapters served.
+type servedFlagValues struct{ models, adapters *string }
+
+// servedFlags defines --models and --adapters (the adapter slots are
+// model flags: --max-loras, --adapter-load).
+func servedFlags(fs *flag.FlagSet) servedFlagValues {
+	v := servedFlagValues{
+		models:   fs.String("models", "", "base models served, comma-separated (GET /v1/models lists them; a request naming another gets 404); empty: any model name is accepted"),
+		adapters: fs.String("adapters", "", "LoRA adapters served, comma-separated name:base (name alone: the first model); a request naming one runs with it"),
+	}
+	return v
+}
+
 func splitList(s string) []string {
 	var out []string
 	for _, f := range strings.Split(s, ",") {
@@ -109,6 +128,9 @@ func modelFlags(fs *flag.FlagSet, cfg *model.Config) {
 	fs.IntVar(&cfg.BlockSize, "block-size", cfg.BlockSize, "vllm/sglang: tokens per KV block (0: vLLM's 16, SGLang's 1)")
 	fs.IntVar(&cfg.KVTokens, "kv-tokens", cfg.KVTokens, "KV pool shared by the slots, in tokens (0: none for llamacpp; --ctx-size for vllm/sglang)")
 	fs.StringVar(&cfg.SchedulePolicy, "schedule-policy", cfg.SchedulePolicy, "sglang: fcfs or lpm (longest prefix match first)")
+	fs.IntVar(&cfg.MaxLoras, "max-loras", cfg.MaxLoras, "vllm/sglang: LoRA adapter slots (vLLM --max-loras); 0: adapters are free and unlimited")
+	fs.DurationVar(&cfg.AdapterLoad, "adapter-load", cfg.AdapterLoad,
+		fmt.Sprintf("vllm/sglang: model time to load one adapter into a slot (0: %v, from vLLM's CPU cache)", model.DefaultAdapterLoad))
 	fs.IntVar(&cfg.AnswerMin, "answer-min", cfg.AnswerMin, "shortest natural answer, tokens")
 	fs.IntVar(&cfg.AnswerMax, "answer-max", cfg.AnswerMax, "longest natural answer, tokens")
 	fs.Func("seed", fmt.Sprintf("seed of the generated answers (default %d)", cfg.Seed), func(s string) error {
@@ -121,8 +143,12 @@ func modelFlags(fs *flag.FlagSet, cfg *model.Config) {
 func describeModel(cfg model.Config, speed float64, shared bool) string {
 	if cfg.Paged() {
 		st := model.PoolShape(cfg)
-		return fmt.Sprintf("%s engine, speed %gx, up to %d sequences of %d tokens, %d KV blocks of %d tokens, %d tokens per step, shared CPU %v",
-			cfg.Engine, speed, cfg.NParallel, cfg.SlotContext(), st.NumBlocks, st.BlockSize, cfg.NBatch, shared)
+		lora := ""
+		if cfg.MaxLoras > 0 {
+			lora = fmt.Sprintf(", %d adapter slots", cfg.MaxLoras)
+		}
+		return fmt.Sprintf("%s engine, speed %gx, up to %d sequences of %d tokens, %d KV blocks of %d tokens, %d tokens per step%s, shared CPU %v",
+			cfg.Engine, speed, cfg.NParallel, cfg.SlotContext(), st.NumBlocks, st.BlockSize, cfg.NBatch, lora, shared)
 	}
 	return fmt.Sprintf("speed %gx, %d slots of %d tokens, %d MiB RAM cache, shared CPU %v",
 		speed, cfg.NParallel, cfg.SlotContext(), cfg.CacheRAMMiB, shared)

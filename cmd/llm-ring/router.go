@@ -65,19 +65,10 @@ func cmdRouter(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return err
 }
 
-// discoverySource builds the configured replica source.
+// discoverySource builds the configured replica source, with each
+// replica's models from the configured model source (discovery.FromConfig).
 func discoverySource(cfg *config.Router, log *slog.Logger) (discovery.Source, error) {
-	if cfg.Discovery.Mode == "static" {
-		return discovery.Static(cfg.Discovery.Static), nil
-	}
-	k := cfg.Discovery.Kubernetes
-	return discovery.NewKubernetes(discovery.KubernetesOptions{
-		Namespace:  k.Namespace,
-		Service:    k.Service,
-		PortName:   k.PortName,
-		Kubeconfig: k.Kubeconfig,
-		Logger:     log,
-	})
+	return discovery.FromConfig(cfg, log)
 }
 
 // loadRouterConfig is the start of the router and the endpoint picker:

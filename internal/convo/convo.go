@@ -3,10 +3,10 @@
 // characters, its prompt blocks, the key of its start, its first user
 // message and its turn. It is the one place where "messages → routing
 // input" is written: the router's OpenAI chat, Anthropic Messages and
-// Ollama paths feed it a request's messages, and a driver that grows a
-// conversation turn by turn (the simulator) can keep one Accumulator per
-// conversation and Add each message as it is sent or answered, because
-// every quantity only grows with the messages.
+// Ollama paths feed it a request's messages, and the simulator, which grows
+// a conversation turn by turn, keeps one Accumulator per user and Adds each
+// message as it is sent or answered, because every quantity only grows with
+// the messages.
 //
 // It is pure: no clock, no I/O, no goroutines.
 package convo
@@ -30,8 +30,8 @@ type Routing struct {
 	// blocks (prefix.Hasher), nil without a Hasher. They alias the
 	// Hasher's buffer.
 	Blocks []uint64
-	// Key is the key of the conversation's start (wire.PrefixKey): the
-	// conversation key when the client names none.
+	// Key is the conversation key: the client's name for the conversation
+	// (Accumulator.Name), else the key of its start (wire.PrefixKey).
 	Key string
 	// FirstUser is the first user message ("" before it).
 	FirstUser string
@@ -47,6 +47,7 @@ type Accumulator struct {
 	start       xxhash.Digest // of the start (wire.ConversationStart): system prompts before the first user message, then its first prefixChars runes
 	chars, turn int
 	firstUser   string
+	key         string // the client's name, or the start's key once the first user message closed the start
 }
 
 // Reset starts a new conversation whose start keeps the first prefixChars
@@ -57,6 +58,11 @@ func (a *Accumulator) Reset(prefixChars int, hs *prefix.Hasher) {
 	*a = Accumulator{prefixChars: prefixChars, hs: hs}
 	a.start.Reset()
 }
+
+// Name gives the conversation the client's name for it (a header's or a
+// body field's value): Routing's Key is then name, and the start's key is
+// never computed. An empty name names nothing (the start keys it).
+func (a *Accumulator) Name(name string) { a.key = name }
 
 // Add appends one message. System (and developer) messages before the
 // first user message belong to the conversation's start; the first user
@@ -82,9 +88,18 @@ func (a *Accumulator) Add(role, text string) {
 	}
 }
 
-// Routing returns what routing reads of the conversation so far.
+// Routing returns what routing reads of the conversation so far. Once the
+// first user message closed the conversation's start, its key is computed
+// once: a driver that reads the Routing at every turn allocates it once.
 func (a *Accumulator) Routing() Routing {
-	r := Routing{Chars: a.chars, Key: a.key(), FirstUser: a.firstUser, Turn: a.turn}
+	key := a.key
+	if key == "" {
+		key = a.startKey()
+		if a.turn > 0 { // the start no longer changes
+			a.key = key
+		}
+	}
+	r := Routing{Chars: a.chars, Key: key, FirstUser: a.firstUser, Turn: a.turn}
 	if a.hs != nil {
 		r.Blocks = a.hs.Blocks()
 	}
@@ -93,9 +108,9 @@ func (a *Accumulator) Routing() Routing {
 
 var zero [1]byte
 
-// key is wire.PrefixKey of the start, from its running hash, in one
+// startKey is wire.PrefixKey of the start, from its running hash, in one
 // allocation (TestRouting and TestKeyMatchesWire hold it to wire's).
-func (a *Accumulator) key() string {
+func (a *Accumulator) startKey() string {
 	var b [32]byte
 	k := append(b[:0], "prefix:"...)
 	return string(strconv.AppendUint(k, a.start.Sum64(), 16))

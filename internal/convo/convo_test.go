@@ -105,3 +105,47 @@ func TestKeyMatchesWire(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyOnce: once the first user message closed the start, reading the
+// Routing at every turn (as the simulator does) allocates nothing more,
+// and the key read is still the start's.
+func TestKeyOnce(t *testing.T) {
+	var a Accumulator
+	a.Reset(4, nil)
+	a.Add("system", "S")
+	a.Add("user", "first question")
+	want := a.Routing().Key
+	n := testing.AllocsPerRun(100, func() {
+		a.Add("assistant", "answer")
+		a.Add("user", "next")
+		if a.Routing().Key != want {
+			t.Fatal("the key changed after the start closed")
+		}
+	})
+	if n != 0 {
+		t.Errorf("Routing after the start: %v allocations per turn, want 0", n)
+	}
+}
+
+// TestName: a named conversation's key is its name from the first message
+// on, with no allocation for the start's key; an empty name names nothing.
+func TestName(t *testing.T) {
+	var a Accumulator
+	a.Reset(4, nil)
+	a.Name("conv-7")
+	n := testing.AllocsPerRun(100, func() {
+		a.Add("user", "hello")
+		if r := a.Routing(); r.Key != "conv-7" {
+			t.Fatalf("key %q, want the name", r.Key)
+		}
+	})
+	if n != 0 {
+		t.Errorf("a named conversation's Routing: %v allocations, want 0", n)
+	}
+	a.Reset(4, nil)
+	a.Name("")
+	a.Add("user", "hello")
+	if r := a.Routing(); r.Key != wire.PrefixKey("hell") {
+		t.Errorf("empty name: key %q, want the start's", r.Key)
+	}
+}

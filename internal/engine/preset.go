@@ -27,6 +27,20 @@ type Preset struct {
 	// (Ollama): its replicas are not scraped and their signals stay
 	// unknown, never zero.
 	Metrics string
+	// ModelsPath lists the models the engine serves (GET), read by
+	// discovery.model_source replicas (issue 23: pools by model): the
+	// OpenAI list (/v1/models, data[].id, with vLLM's parent for a LoRA
+	// adapter) or Ollama's tag list (/api/tags, models[].name), as
+	// ModelsFormat says.
+	ModelsPath   string
+	ModelsFormat ModelsFormat
+	// AnyModel: the engine serves a request whatever model it names (it
+	// has one model loaded and does not read the field), so a replica
+	// whose list was polled also serves the requests for models no pool
+	// has (the catch-all pool, as before pools). vLLM and Ollama answer
+	// 404 for a model they do not serve; llama.cpp's server (one model,
+	// outside its router mode) and SGLang answer with the model they have.
+	AnyModel bool
 }
 
 // Engine names, as the configuration spells them.
@@ -41,20 +55,31 @@ const (
 var presets = []Preset{
 	// llama.cpp's server: GET /health is 503 {"error":{"message":"Loading
 	// model"}} while loading, 200 {"status":"ok"} after; /metrics with
-	// --metrics (tools/server/server.cpp).
-	{Name: LlamaCpp, HealthPath: "/health", Metrics: LlamaCpp},
+	// --metrics (tools/server/server.cpp). GET /v1/models: the OpenAI list
+	// of the loaded model (several in its router mode), next to an
+	// Ollama-style "models" list.
+	// It does not read a request's model (tools/server/server.cpp reads
+	// "model" only in its router mode): AnyModel.
+	{Name: LlamaCpp, HealthPath: "/health", Metrics: LlamaCpp, ModelsPath: "/v1/models", AnyModel: true},
 	// vLLM: GET /health is 200 once the engine serves (its API servers'
 	// health route, vllm/entrypoints/openai/api_server.py); /metrics
-	// always on.
-	{Name: VLLM, HealthPath: "/health", Metrics: VLLM},
+	// always on. GET /v1/models lists the served model names and every
+	// loaded LoRA adapter with "parent": its base model
+	// (vllm/entrypoints/openai/serving_models.py, show_available_models).
+	{Name: VLLM, HealthPath: "/health", Metrics: VLLM, ModelsPath: "/v1/models"},
 	// SGLang: GET /health is 200 once serving (/health_generate also runs
 	// a generation; python/sglang/srt/entrypoints/http_server.py); /metrics
-	// with --enable-metrics.
-	{Name: SGLang, HealthPath: "/health", Metrics: SGLang},
+	// with --enable-metrics. GET /v1/models: the OpenAI list.
+	// A request's model selects only a LoRA adapter ("base:adapter");
+	// any other name is served by the loaded model
+	// (python/sglang/srt/entrypoints/openai/serving_chat.py): AnyModel.
+	{Name: SGLang, HealthPath: "/health", Metrics: SGLang, ModelsPath: "/v1/models", AnyModel: true},
 	// Ollama: no /health (404) and no /metrics; GET /api/version answers
 	// {"version":"…"} as soon as the server listens (models load on the
-	// first request that names them).
-	{Name: Ollama, HealthPath: "/api/version", Metrics: ""},
+	// first request that names them). GET /api/tags lists the pulled
+	// models, {"models": [{"name": "llama3:latest", …}]} (docs/api.md, "List
+	// Local Models"): the names a request may give.
+	{Name: Ollama, HealthPath: "/api/version", Metrics: "", ModelsPath: "/api/tags", ModelsFormat: ModelsOllamaTags},
 }
 
 // Names lists the engines, in the order of the presets table.

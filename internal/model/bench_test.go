@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +25,7 @@ var sink int
 func BenchmarkModel(b *testing.B) {
 	for _, mode := range []string{"incremental", "full"} {
 		b.Run("tokens="+mode, func(b *testing.B) {
-			benchModel(b, DefaultConfig(), 50, 2*time.Second, mode == "full")
+			benchModel(b, DefaultConfig(), 50, 2*time.Second, mode == "full", nil)
 		})
 	}
 }
@@ -34,10 +35,29 @@ func BenchmarkModel(b *testing.B) {
 // request every 20 ms of model time, so that tens of sequences decode at
 // once.
 func BenchmarkModelGPU(b *testing.B) {
-	benchModel(b, GPUH100Llama8B(), 300, 20*time.Millisecond, false)
+	benchModel(b, GPUH100Llama8B(), 300, 20*time.Millisecond, false, nil)
 }
 
-func benchModel(b *testing.B, cfg Config, convs int, every time.Duration, full bool) {
+// BenchmarkPagedAdapters is BenchmarkModelGPU's traffic on the paged
+// vllm-h100-8b preset, every conversation on the base model (off), or on
+// one of 20 LoRA adapters (conversation i on adapter i mod 20) with 4
+// adapter slots: the cost of simulating adapters, and how many loads one
+// replica serving them all pays.
+func BenchmarkPagedAdapters(b *testing.B) {
+	cfg, err := Preset(PresetH100Llama8B)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("adapters=off", func(b *testing.B) { benchModel(b, cfg, 300, 20*time.Millisecond, false, nil) })
+	names := make([]string, 20)
+	for i := range names {
+		names[i] = fmt.Sprintf("lora-%02d", i)
+	}
+	cfg.MaxLoras = 4
+	b.Run("adapters=20,slots=4", func(b *testing.B) { benchModel(b, cfg, 300, 20*time.Millisecond, false, names) })
+}
+
+func benchModel(b *testing.B, cfg Config, convs int, every time.Duration, full bool, adapters []string) {
 	type conv struct {
 		msgs []Message
 		toks []Token
@@ -126,7 +146,11 @@ func benchModel(b *testing.B, cfg Config, convs int, every time.Duration, full b
 				answers[e.ID] = e.Result.Output
 			}
 		}
-		id, err := r.Submit(now, Request{Tokens: prompt, NPredict: 64})
+		rq := Request{Tokens: prompt, NPredict: 64}
+		if len(adapters) > 0 {
+			rq.Adapter = adapters[(i%convs)%len(adapters)]
+		}
+		id, err := r.Submit(now, rq)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -141,6 +165,9 @@ func benchModel(b *testing.B, cfg Config, convs int, every time.Duration, full b
 	b.ReportMetric(float64(promptTokens)/float64(b.N), "prompt-tokens/req")
 	if st.PromptTokens+st.CacheN > 0 {
 		b.ReportMetric(float64(st.CacheN)/float64(st.PromptTokens+st.CacheN), "cache-hit")
+	}
+	if len(adapters) > 0 {
+		b.ReportMetric(1000*float64(st.AdapterLoads)/float64(b.N), "loads/1k-req")
 	}
 }
 

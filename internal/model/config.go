@@ -82,6 +82,21 @@ type Config struct {
 	// SchedulePolicy is SGLang's --schedule-policy: PolicyFCFS (the
 	// default, "") or PolicyLPM.
 	SchedulePolicy string
+	// MaxLoras is the number of LoRA adapter slots of a paged engine
+	// (vLLM --max-loras, SGLang --max-loras-per-batch): at most MaxLoras
+	// distinct adapters have running requests at once; a request whose
+	// adapter is not resident loads it into a free slot or the slot of
+	// the least recently used idle adapter, and waits (without blocking
+	// other requests) while every slot holds an adapter with running
+	// requests. 0: adapters are not modelled (free and unlimited; the
+	// default). Engine llamacpp must leave it 0 (llama.cpp loads every
+	// --lora adapter at start). See docs/engines.md.
+	MaxLoras int
+	// AdapterLoad is the model time one adapter load adds to the step
+	// that first runs its request (the load runs before the step's
+	// forward pass, as vLLM's worker activates adapters; every request of
+	// that step waits for it). 0: DefaultAdapterLoad.
+	AdapterLoad time.Duration
 }
 
 // Paged reports whether c is a paged engine (vllm or sglang).
@@ -166,6 +181,10 @@ func (c Config) validatePaged(check func(bool, string, ...any)) {
 	check(c.BlockSize >= 0 && c.BlockSize <= 1024, "block_size: must be in [0, 1024], got %d", c.BlockSize)
 	check(c.SchedulePolicy == "" || c.SchedulePolicy == PolicyFCFS || (c.SchedulePolicy == PolicyLPM && c.Engine == EngineSGLang),
 		"schedule_policy: %q is not fcfs, or lpm with engine sglang", c.SchedulePolicy)
+	check(c.MaxLoras >= 0, "max_loras: must not be negative, got %d", c.MaxLoras)
+	check(c.MaxLoras == 0 || c.Paged(),
+		"max_loras: %d needs engine vllm or sglang (llama.cpp loads every --lora adapter at start: no slots to model)", c.MaxLoras)
+	check(c.AdapterLoad >= 0, "adapter_load: must not be negative, got %v", c.AdapterLoad)
 	if !c.Paged() || c.NParallel < 1 {
 		return
 	}

@@ -30,6 +30,13 @@ type Request struct {
 	// EventFirstToken and EventDone, and steps in which nothing else changes
 	// are computed in one go.
 	TokenEvents bool
+	// Adapter is the LoRA adapter the request runs with ("": the base
+	// model). On a paged engine with Config.MaxLoras > 0 it needs one of
+	// the adapter slots (see Config.MaxLoras); on every paged engine its
+	// KV blocks are its own (a prefix cached under another adapter or the
+	// base model is not reused, as in vLLM and SGLang). The llama.cpp
+	// model ignores it (llama.cpp loads every --lora adapter at start).
+	Adapter string
 }
 
 // StopType says why a generation stopped, with llama.cpp's names.
@@ -105,6 +112,10 @@ type Result struct {
 	// Cancelled is set for a request released by Cancel; Output then holds
 	// the tokens generated until then.
 	Cancelled bool
+	// AdapterLoad is set when the request's admission (or a re-admission
+	// after preemption) loaded its LoRA adapter into a slot: the request
+	// paid Config.AdapterLoad (paged engines with MaxLoras > 0).
+	AdapterLoad bool
 	// Model times: submitted, given a slot, prompt processed (first token),
 	// finished.
 	Submitted, Started, PromptDone, Done time.Duration

@@ -42,6 +42,9 @@ type paged struct {
 	nextID  ID
 	stats   Stats
 	spare   []*preq
+	lora    adapterSet // LoRA adapter slots (Config.MaxLoras)
+	// segLoads is the adapter loads priced into the current segment.
+	segLoads int
 }
 
 // preq is one request of a paged engine.
@@ -55,12 +58,14 @@ type preq struct {
 	full   bool
 	out    Output
 
-	computed int // tokens whose KV is computed (vLLM's num_computed_tokens)
-	gen      int // tokens sampled
-	chunk    int // tokens scheduled in the current step
-	nreg     int // leading blocks already registered in the pool
-	cacheN   int // prompt tokens found in the cache at first admission
+	adapter  int32 // LoRA adapter (adapterSet id; 0: the base model)
+	computed int   // tokens whose KV is computed (vLLM's num_computed_tokens)
+	gen      int   // tokens sampled
+	chunk    int   // tokens scheduled in the current step
+	nreg     int   // leading blocks already registered in the pool
+	cacheN   int   // prompt tokens found in the cache at first admission
 	admitted bool
+	loaded   bool // an admission of r loaded its adapter
 	cancelled,
 	noCache,
 	tokenEvents bool
@@ -87,6 +92,7 @@ func newPaged(cfg Config, index int, clk *timebase) *paged {
 		clk:   clk,
 		pool:  newBlockPool(cfg.kvPoolTokens()/bs, bs),
 		lpm:   cfg.Engine == EngineSGLang && cfg.SchedulePolicy == PolicyLPM,
+		lora:  newAdapterSet(cfg),
 	}
 }
 
@@ -97,7 +103,7 @@ func (e *paged) hashAt(r *preq, k int) uint64 {
 	var blk [64]Token
 	for len(r.hashes) <= k {
 		b := len(r.hashes)
-		var h uint64
+		h := e.lora.seedOf(r.adapter) // 0 for the base model
 		if b > 0 {
 			h = r.hashes[b-1]
 		}
@@ -129,6 +135,8 @@ func (e *paged) submit(v time.Duration, rq Request, dst []Event) (ID, []Event, e
 	r.noCache = rq.NoCache
 	r.tokenEvents = rq.TokenEvents
 	r.submitted = e.clk.t(v)
+	r.adapter = e.lora.intern(rq.Adapter)
+	e.lora.queued(r.adapter)
 	e.waiting = append(e.waiting, r)
 	switch {
 	case !e.seg.active:
@@ -190,6 +198,7 @@ func (e *paged) cancel(v time.Duration, id ID, dst []Event) ([]Event, bool) {
 	for i, r := range e.waiting {
 		if r.id == id {
 			e.waiting = slices.Delete(e.waiting, i, i+1)
+			e.lora.dequeued(r.adapter)
 			e.releaseBlocks(r)
 			e.recycle(r)
 			return dst, true

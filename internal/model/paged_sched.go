@@ -62,49 +62,73 @@ func (e *paged) scheduleRunning(budget int) (int, bool) {
 // cached then.
 func (e *paged) preempt(r *preq) {
 	e.running = e.running[:len(e.running)-1]
+	e.lora.stop(r.adapter, true)
 	e.releaseBlocks(r)
 	r.computed, r.chunk = 0, 0
 	e.waiting = slices.Insert(e.waiting, 0, r)
 	e.stats.Preemptions++
 }
 
-// admit moves waiting requests into the running batch.
+// admit moves waiting requests into the running batch, in order. A
+// request whose LoRA adapter cannot join the batch (every adapter slot is
+// held by adapters with running requests) is skipped and keeps its place,
+// as vLLM V1 skips it (the scheduled_loras check of
+// vllm/v1/core/sched/scheduler.py); a request that does not fit the pool
+// stops the admissions (FCFS).
 func (e *paged) admit(v time.Duration, budget int) {
 	if e.lpm && len(e.waiting) > 1 && len(e.waiting) <= lpmMaxQueue {
 		e.sortLPM()
 	}
-	bs := e.pool.bs
-	admitted := 0
-	for admitted < len(e.waiting) && len(e.running) < e.cfg.NParallel && budget > 0 {
-		r := e.waiting[admitted]
-		hits := e.match(r)
-		hit := hits * bs
-		n := min(r.ntoks()-hit, budget)
-		if (hit+n+bs-1)/bs-hits > e.pool.free()-e.freeHits(r, hits) {
+	kept, i := 0, 0
+	for ; i < len(e.waiting) && len(e.running) < e.cfg.NParallel && budget > 0; i++ {
+		r := e.waiting[i]
+		if !e.lora.canRun(r.adapter) {
+			e.waiting[kept] = r
+			kept++
+			continue
+		}
+		n, ok := e.admitOne(v, r, budget)
+		if !ok {
 			break // FCFS: the head waits for blocks
 		}
-		for k := range hits {
-			b, _ := e.pool.lookup(e.hashAt(r, k))
-			e.pool.touch(b)
-			r.blocks = append(r.blocks, b)
-		}
-		r.computed, r.nreg = hit, hits
-		e.grow(r, hit+n)
-		r.chunk = n
 		budget -= n
-		e.running = append(e.running, r)
-		admitted++
-		e.stats.PrefixQueries += int64(r.ntoks())
-		e.stats.PrefixHits += int64(hit)
-		if !r.admitted {
-			r.admitted = true
-			r.cacheN = min(hit, len(r.toks))
-			r.started = e.clk.t(v)
-		}
 	}
-	if admitted > 0 {
-		e.waiting = slices.Delete(e.waiting, 0, admitted)
+	if i > kept {
+		e.waiting = slices.Delete(e.waiting, kept, i)
 	}
+}
+
+// admitOne moves r into the running batch with its cached prefix and a
+// first chunk of at most budget tokens, which it returns; ok is false (and
+// nothing changes) when the pool cannot hold that chunk.
+func (e *paged) admitOne(v time.Duration, r *preq, budget int) (int, bool) {
+	bs := e.pool.bs
+	hits := e.match(r)
+	hit := hits * bs
+	n := min(r.ntoks()-hit, budget)
+	if (hit+n+bs-1)/bs-hits > e.pool.free()-e.freeHits(r, hits) {
+		return 0, false
+	}
+	for k := range hits {
+		b, _ := e.pool.lookup(e.hashAt(r, k))
+		e.pool.touch(b)
+		r.blocks = append(r.blocks, b)
+	}
+	r.computed, r.nreg = hit, hits
+	e.grow(r, hit+n)
+	r.chunk = n
+	e.running = append(e.running, r)
+	if e.lora.start(r.adapter) {
+		r.loaded = true // this admission loaded its adapter
+	}
+	e.stats.PrefixQueries += int64(r.ntoks())
+	e.stats.PrefixHits += int64(hit)
+	if !r.admitted {
+		r.admitted = true
+		r.cacheN = min(hit, len(r.toks))
+		r.started = e.clk.t(v)
+	}
+	return n, true
 }
 
 // match returns how many leading full blocks of r's tokens are cached,
@@ -188,8 +212,11 @@ func (e *paged) startSegment(v time.Duration) {
 	g.active = true
 	g.nDecode = batch
 	g.base += time.Duration(batch)*c.TokenCost + c.AttnCost*time.Duration(sumPos)
+	load, loads := e.lora.takeStep() // adapters loaded before this step runs
+	g.base += load
+	e.segLoads += loads
 	g.steps = 1
-	if g.prefill || tokEv || minLeft <= 1 {
+	if g.prefill || tokEv || minLeft <= 1 || loads > 0 {
 		return
 	}
 	g.inc = c.AttnCost * time.Duration(batch)

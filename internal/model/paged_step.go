@@ -9,12 +9,14 @@ func (e *paged) finish(v time.Duration, dst []Event) []Event {
 	t := e.clk.t(v)
 	switch {
 	case g.steps == 0:
-		// cut at its start: nothing was computed
+		// cut at its start: nothing was computed, no adapter loaded yet
+		e.lora.step += e.segLoads
 	case g.prefill || (g.steps == 1 && g.done == 0):
 		dst = e.applyStep(t, dst)
 	default:
 		e.materialize(g.steps)
 	}
+	e.segLoads = 0
 	dst = e.completeDone(t, dst)
 	g.active = false
 	return e.plan(v, dst)
@@ -100,6 +102,7 @@ func (e *paged) complete(r *preq, t time.Duration, dst []Event) []Event {
 		Stop:         r.stop,
 		ContextFull:  r.full,
 		Cancelled:    r.cancelled,
+		AdapterLoad:  r.loaded,
 		Submitted:    r.submitted,
 		Started:      r.started,
 		PromptDone:   r.promptEnd,
@@ -110,6 +113,7 @@ func (e *paged) complete(r *preq, t time.Duration, dst []Event) []Event {
 		res.Output = r.out.prefix(r.gen)
 	}
 	e.releaseBlocks(r)
+	e.lora.stop(r.adapter, false)
 	st := &e.stats
 	st.Requests++
 	st.PromptTokens += int64(res.PromptN)
@@ -134,6 +138,8 @@ func (e *paged) statsNow() Stats {
 	st.KVTokens = (int(p.n) - p.free()) * p.bs
 	st.KVUsage = p.usage()
 	st.CacheEvictions = p.evictions
+	st.AdapterLoads = e.lora.loads
+	st.AdapterEvictions = e.lora.evicts
 	return st
 }
 

@@ -36,6 +36,11 @@ type Stats struct {
 	PrefixQueries int64 // tokens looked up at admissions (vllm:prefix_cache_queries)
 	PrefixHits    int64 // of those, found cached (vllm:prefix_cache_hits)
 	Preemptions   int64 // running requests preempted (vllm:num_preemptions)
+	// LoRA adapters (paged engines with Config.MaxLoras > 0): adapters
+	// loaded into a GPU slot, and resident idle adapters evicted for
+	// another. Server.Adapters reports which are running and waiting.
+	AdapterLoads     int64
+	AdapterEvictions int64
 }
 
 // Stats returns the server's statistics.

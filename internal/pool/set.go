@@ -34,6 +34,7 @@ type Set struct {
 // snapshot is what Resolve reads: replaced whole by SetReplicas.
 type snapshot struct {
 	served   map[string]*Pool      // base models with at least one member
+	untagged map[string]*Pool      // NAME → the pool served as NAME:latest (ImplicitTag), when NAME is not served itself
 	adapters map[string]adapterRef // adapter → its base: configured, then learned from replicas
 	catchAll bool                  // the catch-all pool has members
 	only     *Pool                 // the only pool with members (catch-all aside), or nil
@@ -94,6 +95,9 @@ func membership(r replicaset.Replica) (bases []string, adapters []replicaset.Mod
 			bases = append(bases, base)
 		}
 	}
+	if r.AnyModel && !slices.Contains(bases, "") {
+		bases = append(bases, "") // and whatever else a request names
+	}
 	slices.Sort(bases)
 	return bases, adapters
 }
@@ -103,7 +107,7 @@ func membership(r replicaset.Replica) (bases []string, adapters []replicaset.Mod
 // Parent's pool and teaches the set that adapter → parent; a replica whose
 // Models is nil joins the catch-all pool "" (it serves anything, as every
 // replica did before pools; an empty, non-nil list serves nothing and joins
-// no pool). Pools are created on first sight (newTable)
+// no pool), and so does one with AnyModel besides its models' pools. Pools are created on first sight (newTable)
 // and kept while empty (their memory survives a rollout). Each pool's
 // Table gets its members (state.Table.SetReplicas). It returns the models
 // whose membership changed, sorted. On an error (newTable failed) nothing
@@ -223,8 +227,23 @@ func (s *Set) build(learned map[string]string, listing map[string]int) *snapshot
 		}
 	}
 	sn.none = len(sn.served) == 0 && !sn.catchAll
+	for model, p := range sn.served {
+		if bare, ok := strings.CutSuffix(model, ImplicitTag); ok && bare != "" && sn.served[bare] == nil {
+			if sn.untagged == nil {
+				sn.untagged = map[string]*Pool{}
+			}
+			sn.untagged[bare] = p
+		}
+	}
 	return sn
 }
+
+// ImplicitTag is the tag a model name without one means, as Ollama (and
+// the image registries its names follow) read it: a request for "llama3"
+// is served by the pool of "llama3:latest", the name Ollama's /api/tags
+// lists, unless "llama3" is served itself. The request keeps the name it
+// gave (Ollama accepts both).
+const ImplicitTag = ":latest"
 
 // SetReported records what a replica reported about itself into every
 // pool holding it (and remembers it for the pools it joins later).

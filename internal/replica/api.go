@@ -120,10 +120,7 @@ func (r *Replica) models(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, struct {
 			Object string        `json:"object"`
 			Data   []engineModel `json:"data"`
-		}{"list", []engineModel{{
-			ID: r.h.alias, Object: "model", Created: created, OwnedBy: r.h.api, Root: r.h.alias,
-			MaxModelLen: r.h.modelConfig.CtxSize,
-		}}})
+		}{"list", r.engineCards(created)})
 		return
 	}
 	cfg := r.h.modelConfig
@@ -150,12 +147,13 @@ func (r *Replica) models(w http.ResponseWriter, _ *http.Request) {
 // engineModel is vLLM's and SGLang's model card (vllm/entrypoints/openai
 // protocol.py ModelCard; sglang openai_api protocol.py ModelCard).
 type engineModel struct {
-	ID          string `json:"id"`
-	Object      string `json:"object"`
-	Created     int64  `json:"created"`
-	OwnedBy     string `json:"owned_by"`
-	Root        string `json:"root"`
-	MaxModelLen int    `json:"max_model_len"`
+	ID          string  `json:"id"`
+	Object      string  `json:"object"`
+	Created     int64   `json:"created"`
+	OwnedBy     string  `json:"owned_by"`
+	Root        string  `json:"root"`
+	Parent      *string `json:"parent"` // an adapter's base model; null for a base model
+	MaxModelLen *int    `json:"max_model_len"`
 }
 
 // generationSettings is llama.cpp's task_params::to_json for the server's

@@ -289,6 +289,10 @@ func (r *Replica) chat(w http.ResponseWriter, req *http.Request) {
 	if !decode(w, req, &body) {
 		return
 	}
+	adapter, ok := r.resolveModel(w, body.Model)
+	if !ok {
+		return
+	}
 	msgs, err := model.MessagesFromWire(body.Messages)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, wire.ErrTypeInvalidRequest, err.Error())
@@ -299,7 +303,7 @@ func (r *Replica) chat(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusBadRequest, wire.ErrTypeInvalidRequest, err.Error())
 		return
 	}
-	id, wt, ok := r.start(w, model.Request{Tokens: toks, Seed: seedOf(body.Seed), TokenEvents: body.Stream},
+	id, wt, ok := r.start(w, model.Request{Tokens: toks, Seed: seedOf(body.Seed), TokenEvents: body.Stream, Adapter: adapter},
 		body.MaxCompletionTokens, body.MaxTokens, body.NPredict)
 	if !ok {
 		return
@@ -394,12 +398,16 @@ func (r *Replica) oaiCompletion(w http.ResponseWriter, req *http.Request) {
 	if !decode(w, req, &body) {
 		return
 	}
+	adapter, ok := r.resolveModel(w, body.Model)
+	if !ok {
+		return
+	}
 	toks, err := promptTokens(body.Prompt)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, wire.ErrTypeInvalidRequest, err.Error())
 		return
 	}
-	id, wt, ok := r.start(w, model.Request{Tokens: toks, Seed: seedOf(body.Seed), TokenEvents: body.Stream},
+	id, wt, ok := r.start(w, model.Request{Tokens: toks, Seed: seedOf(body.Seed), TokenEvents: body.Stream, Adapter: adapter},
 		body.MaxTokens, body.NPredict)
 	if !ok {
 		return

@@ -158,12 +158,16 @@ func (r *Replica) start(w http.ResponseWriter, mreq model.Request, limits ...*in
 	return id, wt, true
 }
 
-// modelName is the model name an answer reports: the request's, else the alias.
+// modelName is the model name an answer reports: the request's, else the
+// first of Options.Models, else the alias.
 func (r *Replica) modelName(requested string) string {
-	if requested == "" {
-		return r.h.alias
+	switch {
+	case requested != "":
+		return requested
+	case len(r.h.served.models) > 0:
+		return r.h.served.models[0]
 	}
-	return requested
+	return r.h.alias
 }
 
 func seedOf(s *int64) uint64 {

@@ -56,6 +56,15 @@ type Options struct {
 	// --enable-prompt-tokens-details, SGLang's --enable-cache-report).
 	// llama.cpp always reports it.
 	CacheReport bool
+	// Models are the base models served (vLLM's --served-model-name with
+	// several names; `llm-ring replica --models a,b`), listed by GET
+	// /v1/models; a request naming another model gets 404. nil: any
+	// model name is accepted and GET /v1/models lists Alias (as before).
+	Models []string
+	// Adapters are the LoRA adapters served (vLLM's --lora-modules): a
+	// request naming one runs with it (model.Request.Adapter), taking an
+	// adapter slot when Model.MaxLoras > 0.
+	Adapters []Adapter
 }
 
 // The engine faces of Options.API.
@@ -84,6 +93,7 @@ type Host struct {
 	apiKeys     []string
 	cacheReport bool
 	vocab       *vocab
+	served      served
 
 	mu       sync.Mutex
 	group    *model.Group
@@ -125,11 +135,20 @@ func NewHost(opts Options) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
+	alias := opts.Alias
+	if alias == "" {
+		alias = DefaultAlias
+	}
+	sv, err := newServed(opts, alias)
+	if err != nil {
+		return nil, err
+	}
 	h := &Host{
 		clock:   opts.Clock,
 		speed:   speed,
-		alias:   opts.Alias,
+		alias:   alias,
 		log:     opts.Logger,
+		served:  sv,
 		group:   g,
 		waiters: map[wkey]*waiter{},
 		wake:    make(chan struct{}, 1),
@@ -138,9 +157,6 @@ func NewHost(opts Options) (*Host, error) {
 	}
 	if h.clock == nil {
 		h.clock = SystemClock()
-	}
-	if h.alias == "" {
-		h.alias = DefaultAlias
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -109,27 +109,39 @@ func stopReason(res *model.Result) string {
 	return "max_tokens"
 }
 
+// messagesPrompt renders a /v1/messages request's prompt; on bad input it
+// answers 400 and returns ok false.
+func messagesPrompt(w http.ResponseWriter, body *anthropicRequest) ([]model.Token, bool) {
+	msgs, err := anthropicMessages(body)
+	if err == nil {
+		var toks []model.Token
+		if toks, err = chatTokens(&chatBody{}, msgs); err == nil {
+			return toks, true
+		}
+	}
+	writeError(w, http.StatusBadRequest, wire.ErrTypeInvalidRequest, err.Error())
+	return nil, false
+}
+
 // messages serves POST /v1/messages.
 func (r *Replica) messages(w http.ResponseWriter, req *http.Request) {
 	var body anthropicRequest
 	if !decode(w, req, &body) {
 		return
 	}
-	msgs, err := anthropicMessages(&body)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, wire.ErrTypeInvalidRequest, err.Error())
+	adapter, ok := r.resolveModel(w, body.Model)
+	if !ok {
 		return
 	}
-	toks, err := chatTokens(&chatBody{}, msgs)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, wire.ErrTypeInvalidRequest, err.Error())
+	toks, ok := messagesPrompt(w, &body)
+	if !ok {
 		return
 	}
 	limit := body.MaxTokens
 	if limit == nil {
 		limit = wire.Ptr(4096) // llama.cpp's default when max_tokens is missing
 	}
-	id, wt, ok := r.start(w, model.Request{Tokens: toks, TokenEvents: body.Stream}, limit)
+	id, wt, ok := r.start(w, model.Request{Tokens: toks, TokenEvents: body.Stream, Adapter: adapter}, limit)
 	if !ok {
 		return
 	}

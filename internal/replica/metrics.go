@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/llm-ring/llm-ring/internal/model"
+	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -73,6 +74,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	case APISGLang:
 		descs = []*prometheus.Desc{descSGRunning, descSGQueue, descSGUsage, descSGPrompt, descSGGen, descSGCacheHit}
 	}
+	descs = append(descs[:len(descs):len(descs)], c.loraDescs()...)
 	for _, d := range descs {
 		ch <- d
 	}
@@ -80,7 +82,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 
 // collectEngine writes the vLLM or SGLang series; it reports whether it did.
 func (c *collector) collectEngine(ch chan<- prometheus.Metric, st model.Stats) bool {
-	m := c.r.h.alias
+	m := c.r.h.baseModels()[0] // the model_name label: the first served model (vLLM: served_model_name)
 	g := func(d *prometheus.Desc, v float64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, m)
 	}
@@ -117,8 +119,13 @@ func (c *collector) collectEngine(ch chan<- prometheus.Metric, st model.Stats) b
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	var st model.Stats
 	var now time.Duration
-	c.r.h.inspect(c.r.index, func(s *model.Server, t time.Duration) { st, now = s.Stats(), t })
+	var ad policy.Adapters
+	var resident int
+	c.r.h.inspect(c.r.index, func(s *model.Server, t time.Duration) {
+		st, now, ad, resident = s.Stats(), t, s.Adapters(), len(s.ResidentAdapters())
+	})
 	if c.collectEngine(ch, st) {
+		c.collectLoRA(ch, ad, resident)
 		return
 	}
 	counter := func(d *prometheus.Desc, v float64) {

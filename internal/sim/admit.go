@@ -133,7 +133,7 @@ func (s *sim) offer(u int32) error {
 	turn := &us.conv.Turns[us.turn]
 	us.prio, us.flow = a.spec.Class(s.spec.Seed, us.convIdx)
 	it := admission.Item{ID: uint64(u), Priority: us.prio, Flow: us.flow, Arrived: now,
-		Bytes: int64(us.chars), Tokens: int64(us.chars/4 + turn.MaxTokens)}
+		Bytes: int64(us.in.Chars), Tokens: int64(us.in.Chars/4 + turn.MaxTokens)}
 	if a.spec.SLOTTFT > 0 {
 		it.Deadline = now + int64(a.spec.SLOTTFT)
 	}

@@ -3,20 +3,20 @@ package sim
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/llm-ring/llm-ring/internal/convo"
 	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/policy"
+	"github.com/llm-ring/llm-ring/internal/pool"
 	"github.com/llm-ring/llm-ring/internal/prefix"
 	"github.com/llm-ring/llm-ring/internal/record"
 	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/ring"
 	"github.com/llm-ring/llm-ring/internal/state"
 	"github.com/llm-ring/llm-ring/internal/traffic"
-	"github.com/llm-ring/llm-ring/internal/wire"
 )
 
 // Mode is the record.Run mode of simulated runs.
@@ -54,17 +54,20 @@ func errorText(status int, msg string) string { return fmt.Sprintf("HTTP %d: %s"
 // user is one closed-loop simulated user and its current conversation.
 type user struct {
 	conv      traffic.Conversation
-	convIdx   int    // index of conv in the run
-	turn      int    // next turn to send (0-based)
-	key       string // the conversation key the router sees
-	hash      uint64
+	convIdx   int           // index of conv in the run
+	turn      int           // next turn to send (0-based)
+	hash      uint64        // of the conversation key the router sees (in.Key)
 	toks      []model.Token // the conversation so far (without the generation prompt)
-	chars     int           // the router's character count of the messages so far
 	prevTotal int           // last answered turn: prompt + answer tokens
 
-	// The prompt's block hashes for the prefix index, kept up to date
-	// message by message (the rendered conversation only grows).
+	// The router's reading of the conversation, message by message as it
+	// is sent or answered (the rendered conversation only grows): acc is
+	// the router's own conversation accumulator (internal/convo), feeding
+	// blocks, the prompt's block hashes for the prefix index; in is what
+	// it read when the request in flight was sent.
+	acc    convo.Accumulator
 	blocks prefix.Hasher
+	in     convo.Routing
 
 	// The request in flight, and the router instance it went through.
 	router  int32
@@ -81,6 +84,14 @@ type user struct {
 	tokens int64
 	queued bool
 	wait   time.Duration
+
+	// Pools (pools.go): the table that routed the request in flight, the
+	// model that served it, the adapter it asked for, and whether it made
+	// its replica load the adapter.
+	tab     *state.Table
+	model   string
+	adapter string
+	load    bool
 }
 
 // replicaRef locates a replica in the model: member `member` of group
@@ -89,6 +100,7 @@ type replicaRef struct {
 	name   string
 	group  int32
 	member int32
+	index  int32 // its replica index (the i of llm-i)
 }
 
 // flight is a request in flight on a replica: its model id and its user.
@@ -98,7 +110,7 @@ type flight struct {
 }
 
 // codes are the HTTP statuses a simulated request can end with.
-var codes = [...]int{200, 400, 429, 502, 503}
+var codes = [...]int{200, 400, 404, 429, 502, 503}
 
 func codeIndex(code int) int {
 	for i, c := range codes {
@@ -158,6 +170,11 @@ type sim struct {
 	lastEnd, scaleAt, scaleReady time.Duration
 	scaled                       bool
 	adm                          *admState // nil: admission off
+
+	// With Spec.Pools (pools.go): the router's pools, and the slot of
+	// each replica on the ring by name.
+	set        *pool.Set
+	slotByName map[string]int32
 }
 
 // Run simulates one run and writes its rows to rows, in the order requests
@@ -215,6 +232,11 @@ func newSim(spec *Spec, rows RowWriter) (*sim, error) {
 		s.hash = func(k string) uint64 { return h([]byte(k)) }
 	}
 	s.newRouters(scfg, pol)
+	if spec.Pools != nil {
+		if err := s.newPools(scfg); err != nil {
+			return nil, err
+		}
+	}
 	if spec.Admission != nil {
 		s.adm = newAdmState(spec.Admission)
 	}
@@ -231,7 +253,9 @@ func newSim(spec *Spec, rows RowWriter) (*sim, error) {
 		}
 		s.up = append(s.up, int32(i))
 	}
-	s.setMembers()
+	if err := s.setMembers(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -258,13 +282,13 @@ func (s *sim) addReplica(name string, index int) (int32, error) {
 		s.addGroup(g)
 	}
 	gi := len(s.groups) - 1
-	m, err := s.groups[gi].Add(s.spec.Model.WithSpeed(s.prof.ReplicaSpeed(index)))
+	m, err := s.groups[gi].Add(s.replicaModel(index).WithSpeed(s.prof.ReplicaSpeed(index)))
 	if err != nil {
 		return 0, err
 	}
 	s.members[gi] = append(s.members[gi], i)
 	s.flights = append(s.flights, nil)
-	s.reps = append(s.reps, replicaRef{name: name, group: int32(gi), member: int32(m)})
+	s.reps = append(s.reps, replicaRef{name: name, group: int32(gi), member: int32(m), index: int32(index)})
 	return i, nil
 }
 
@@ -282,8 +306,13 @@ func (s *sim) leave(slot int32) {
 	s.setMembers()
 }
 
-// setMembers gives the table the replicas in s.up, as discovery would.
-func (s *sim) setMembers() {
+// setMembers gives the table (the pools) the replicas in s.up, as
+// discovery would. Only a pools run's can fail (a pool's new table), and
+// a pools run has no replica joining or leaving.
+func (s *sim) setMembers() error {
+	if s.set != nil {
+		return s.setPoolMembers()
+	}
 	rs := make([]replicaset.Replica, len(s.up))
 	for i, slot := range s.up {
 		rs[i] = simReplica(s.reps[slot].name)
@@ -295,6 +324,7 @@ func (s *sim) setMembers() {
 	idx := slices.Clone(s.up)
 	slices.SortFunc(idx, func(a, b int32) int { return strings.Compare(s.reps[a].name, s.reps[b].name) })
 	s.snapIdx = idx
+	return nil
 }
 
 func (s *sim) loop(ctx context.Context) error {
@@ -395,78 +425,6 @@ func (s *sim) observe(e *event) (bool, error) {
 	return true, nil
 }
 
-// startConversation makes user u start conversation idx (if the run has
-// it) after the conversation's first think time, counted from `from`.
-func (s *sim) startConversation(u int32, idx int, from time.Duration) {
-	us := &s.users[u]
-	if idx >= s.prof.Conversations {
-		s.active--
-		return
-	}
-	toks, blocks := us.toks[:0], us.blocks // keep their buffers
-	*us = user{conv: s.src.Conversation(idx), convIdx: idx, blocks: blocks}
-	c := &us.conv
-	us.key = c.ID
-	if !s.prof.Headers() && len(c.Turns) > 0 {
-		// The client names no conversation: the router keys it by its start.
-		var b strings.Builder
-		if c.System != "" {
-			wire.ConversationStart(&b, "system", c.System, s.spec.Router.ConversationKey.PrefixChars)
-		}
-		wire.ConversationStart(&b, "user", c.Turns[0].User, s.spec.Router.ConversationKey.PrefixChars)
-		us.key = wire.PrefixKey(b.String())
-	}
-	us.hash = s.hash(us.key)
-	us.toks = toks
-	if s.blockChars > 0 {
-		us.blocks.Reset(s.blockChars)
-	}
-	if c.System != "" { // a trace request has none
-		us.toks = model.AppendMessageTokens(us.toks, model.Message{Role: "system", Content: c.System})
-		us.chars = ChatChars("system", c.System)
-		if s.blockChars > 0 {
-			us.blocks.WriteMessage("system", c.System)
-		}
-	}
-	if len(c.Turns) == 0 || !traffic.Fits(s.prof, c, 0, 0) {
-		s.startConversation(u, idx+s.prof.Concurrency, from)
-		return
-	}
-	s.q.push(s.arrive(from+seconds(c.Turns[0].ThinkS)), evSend, u, 0)
-}
-
-// arrive returns when a turn due at t is sent: at t, or when the profile's
-// on/off arrivals next switch on.
-func (s *sim) arrive(t time.Duration) time.Duration {
-	return t + seconds(s.prof.ArrivalWait(t.Seconds()))
-}
-
-// seconds converts model seconds to a duration, rounded to the nanosecond.
-func seconds(x float64) time.Duration { return time.Duration(math.Round(x * 1e9)) }
-
-// send sends the user's next turn: route, then submit to the picked replica.
-func (s *sim) send(u int32) error {
-	us := &s.users[u]
-	c := &us.conv
-	turn := &c.Turns[us.turn]
-	us.toks = model.AppendMessageTokens(us.toks, model.Message{Role: "user", Content: turn.User})
-	us.chars += ChatChars("user", turn.User)
-	if s.blockChars > 0 {
-		us.blocks.WriteMessage("user", turn.User)
-	}
-	// The prompt and the history share one array: the answer is appended
-	// over the generation prompt (the same tokens) once the replica is done
-	// reading the prompt.
-	prompt := model.AppendGenerationPrompt(us.toks)
-	us.toks = prompt[:len(us.toks)]
-	us.sent, us.ttft, us.wait = s.now, 0, 0
-	s.res.Sent++
-	if s.adm != nil {
-		return s.offer(u)
-	}
-	return s.route(u)
-}
-
 // reschedule makes sure group g's next model event is on the queue.
 func (s *sim) reschedule(g int32) {
 	t, ok := s.groups[g].NextEvent()
@@ -525,7 +483,7 @@ func (s *sim) complete(u int32, res *model.Result, at time.Duration) error {
 	if res.PredictedN == 0 {
 		ttft = at - us.sent
 	}
-	fb := s.tables[us.router].Release(&us.ticket, state.Outcome{
+	fb := s.tableOf(us).Release(&us.ticket, state.Outcome{
 		OK: true, Known: true, CacheN: res.CacheN, PromptN: res.PromptN, PredictedN: res.PredictedN,
 		PromptTime: res.PromptTime(), PredictedTime: res.Done - res.PromptDone, TTFT: ttft, Latency: at - us.sent,
 	}, int64(at))
@@ -548,10 +506,7 @@ func (s *sim) complete(u int32, res *model.Result, at time.Duration) error {
 	}
 	// The answer joins the conversation, as the client sends it back.
 	us.toks = model.AppendAssistantTokens(us.toks, &res.Output)
-	us.chars += ChatChars("assistant", res.Output.Text)
-	if s.blockChars > 0 {
-		us.blocks.WriteMessage("assistant", res.Output.Text)
-	}
+	us.acc.Add("assistant", res.Output.Text)
 	us.prevTotal = res.PromptTokens + res.PredictedN
 	us.turn++
 	c := &us.conv
@@ -573,6 +528,11 @@ func (s *sim) count(us *user, code int) {
 // sample: the simulated scraper, on the router's signals interval, so that
 // policies see signals exactly as stale as live ones.
 func (s *sim) sample() {
+	if s.set != nil {
+		s.samplePools()
+		s.q.push(s.now+s.sampleEvery, evSample, 0, 0)
+		return
+	}
 	for _, r := range s.snapIdx {
 		ref := &s.reps[r]
 		l := s.groups[ref.group].Server(int(ref.member)).Load()

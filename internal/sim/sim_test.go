@@ -193,8 +193,9 @@ func TestTinyScenario(t *testing.T) {
 
 // TestRouterSeesTheLiveInput: the simulated router gets the same input as
 // the live one would from the chat request body: the characters of the
-// messages (ChatChars, as internal/router's parseMessages counts them) and
-// max_tokens; its estimate is checked on the row.
+// messages (internal/convo's accumulator, which internal/router's
+// parseMessages also feeds) and max_tokens; its estimate is checked on the
+// row.
 func TestRouterSeesTheLiveInput(t *testing.T) {
 	c := traffic.Conversation{ID: "c0", System: "Be brief.", Turns: []traffic.Turn{
 		{User: "Hello there, how are you?", MaxTokens: 4},
