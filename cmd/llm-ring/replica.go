@@ -36,7 +36,7 @@ func cmdReplica(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return usageError{fmt.Errorf("--replica-preset: %w", err)}
 	}
 	modelFlags(fs, &cfg)
-	served := servedFlags(fs, &cfg)
+	served := servedFlags(fs)
 	_ = preset // read before the model flags are defined (presetArg): their defaults come from it
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -94,15 +94,13 @@ func cmdReplica(ctx context.Context, args []string, stdout, stderr io.Writer) er
 // servedFlagValues are the flags of the models and LoRA adapters served.
 type servedFlagValues struct{ models, adapters *string }
 
-// servedFlags defines --models, --adapters, --max-loras and --adapter-load.
-func servedFlags(fs *flag.FlagSet, cfg *model.Config) servedFlagValues {
+// servedFlags defines --models and --adapters (the adapter slots are
+// model flags: --max-loras, --adapter-load).
+func servedFlags(fs *flag.FlagSet) servedFlagValues {
 	v := servedFlagValues{
 		models:   fs.String("models", "", "base models served, comma-separated (GET /v1/models lists them; a request naming another gets 404); empty: any model name is accepted"),
 		adapters: fs.String("adapters", "", "LoRA adapters served, comma-separated name:base (name alone: the first model); a request naming one runs with it"),
 	}
-	fs.IntVar(&cfg.MaxLoras, "max-loras", cfg.MaxLoras, "vllm/sglang: LoRA adapter slots (vLLM --max-loras); 0: adapters are free and unlimited")
-	fs.DurationVar(&cfg.AdapterLoad, "adapter-load", cfg.AdapterLoad,
-		fmt.Sprintf("model time to load one adapter into a slot (0: %v, from vLLM's CPU cache)", model.DefaultAdapterLoad))
 	return v
 }
 
@@ -130,6 +128,9 @@ func modelFlags(fs *flag.FlagSet, cfg *model.Config) {
 	fs.IntVar(&cfg.BlockSize, "block-size", cfg.BlockSize, "vllm/sglang: tokens per KV block (0: vLLM's 16, SGLang's 1)")
 	fs.IntVar(&cfg.KVTokens, "kv-tokens", cfg.KVTokens, "KV pool shared by the slots, in tokens (0: none for llamacpp; --ctx-size for vllm/sglang)")
 	fs.StringVar(&cfg.SchedulePolicy, "schedule-policy", cfg.SchedulePolicy, "sglang: fcfs or lpm (longest prefix match first)")
+	fs.IntVar(&cfg.MaxLoras, "max-loras", cfg.MaxLoras, "vllm/sglang: LoRA adapter slots (vLLM --max-loras); 0: adapters are free and unlimited")
+	fs.DurationVar(&cfg.AdapterLoad, "adapter-load", cfg.AdapterLoad,
+		fmt.Sprintf("vllm/sglang: model time to load one adapter into a slot (0: %v, from vLLM's CPU cache)", model.DefaultAdapterLoad))
 	fs.IntVar(&cfg.AnswerMin, "answer-min", cfg.AnswerMin, "shortest natural answer, tokens")
 	fs.IntVar(&cfg.AnswerMax, "answer-max", cfg.AnswerMax, "longest natural answer, tokens")
 	fs.Func("seed", fmt.Sprintf("seed of the generated answers (default %d)", cfg.Seed), func(s string) error {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -133,22 +132,6 @@ func (wf *workloadFlags) apply(o *simOptions, set map[string]bool) error {
 			o.shared = false // open loop: replicas of a fleet, each with compute of its own
 		}
 	}
-	return nil
-}
-
-// replayTrace sets o up to replay the trace at path ("": none) open loop.
-func (o *simOptions) replayTrace(path string, speedup float64, wf *workloadFlags) error {
-	if path == "" {
-		return nil
-	}
-	reqs, err := loadTrace(path)
-	if err != nil {
-		return usageError{fmt.Errorf("--trace: %w", err)}
-	}
-	if o.profile, o.source, err = sim.TraceRun(filepath.Base(path), reqs, speedup); err != nil {
-		return usageError{fmt.Errorf("--trace: %w", err)}
-	}
-	o.traceIdeal = traffic.IdealCachedShare(reqs)
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"net"
+	"slices"
 	"time"
 )
 
@@ -82,9 +83,9 @@ func (n *Node) push() {
 	}
 	// Turns before placements: a turn routed and answered within one batch
 	// is announced, then answered (which forgets it), in that order.
-	packItems(ts, KindTurn, turnAt, appendTurn, add)
-	packItems(ps, KindPlacement, placementAt, appendPlacement, add)
-	packItems(xs, KindPrefix, prefixAt, appendPrefix, add)
+	packByModel(n, ts, KindTurn, turnModel, turnAt, appendTurn, add)
+	packByModel(n, ps, KindPlacement, placementModel, placementAt, appendPlacement, add)
+	packByModel(n, xs, KindPrefix, prefixModel, prefixAt, appendPrefix, add)
 	if len(pkts) == 0 {
 		return
 	}
@@ -111,9 +112,39 @@ func (n *Node) push() {
 	}
 }
 
-// packItems encodes items into as few packets of at most maxPacket bytes as
-// they fit, each with its own base time.
-func packItems[T any](items []T, kind Kind, at func(T) int64, appendItem func([]byte, int64, T) []byte, add func([]byte, Kind)) {
+// packByModel packs items per pool (issue 23), the pools in the order of
+// their first item, each pool's items in their order; an item whose model
+// name is longer than a name may be is dropped (and counted).
+func packByModel[T any](n *Node, items []T, kind Kind, model func(T) string, at func(T) int64,
+	appendItem func([]byte, int64, T) []byte, add func([]byte, Kind)) {
+	var models []string
+	for _, it := range items {
+		if m := model(it); !slices.Contains(models, m) {
+			models = append(models, m)
+		}
+	}
+	if len(models) == 1 && len(models[0]) <= maxName {
+		packItems(items, kind, models[0], at, appendItem, add)
+		return
+	}
+	for _, m := range models {
+		var group []T
+		for _, it := range items {
+			if model(it) == m {
+				group = append(group, it)
+			}
+		}
+		if len(m) > maxName {
+			n.m.dropped.WithLabelValues(kind.String(), dropOversized).Add(float64(len(group)))
+			continue
+		}
+		packItems(group, kind, m, at, appendItem, add)
+	}
+}
+
+// packItems encodes items of model's pool into as few packets of at most
+// maxPacket bytes as they fit, each with its own base time.
+func packItems[T any](items []T, kind Kind, model string, at func(T) int64, appendItem func([]byte, int64, T) []byte, add func([]byte, Kind)) {
 	if len(items) == 0 {
 		return
 	}
@@ -122,7 +153,7 @@ func packItems[T any](items []T, kind Kind, at func(T) int64, appendItem func([]
 	var hdr int
 	start := func(it T) {
 		base = max(at(it), 0)
-		b = binary.AppendUvarint(appendHeader(make([]byte, 0, maxPacket), kind), uint64(base))
+		b = binary.AppendUvarint(appendItemsHeader(make([]byte, 0, maxPacket), kind, model), uint64(base))
 		hdr = len(b)
 	}
 	start(items[0])

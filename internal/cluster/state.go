@@ -14,20 +14,26 @@ import "github.com/llm-ring/llm-ring/internal/state"
 // so the two locks are always taken in that order. TableApplier runs on
 // memberlist's goroutines with no Node lock held, and takes the table's.
 
-// TablePeers is a Node seen by the routing state: state.Peers.
-type TablePeers struct{ Node *Node }
+// TablePeers is a Node seen by the routing state: state.Peers. Model names
+// the pool of the table it serves (issue 23; "" the catch-all pool, the
+// whole router without models): its updates carry it, so that peers apply
+// them to the same model's pool. Loads are per replica, whatever the pool.
+type TablePeers struct {
+	Node  *Node
+	Model string
+}
 
 var _ state.Peers = TablePeers{}
 
 // PublishPlacement implements state.Peers.
 func (p TablePeers) PublishPlacement(u state.PlacementUpdate) {
-	p.Node.PublishPlacement(Placement{Key: u.Key, Replica: u.Replica,
+	p.Node.PublishPlacement(Placement{Model: p.Model, Key: u.Key, Replica: u.Replica,
 		CachedTokens: u.Cached, PromptTokens: u.Prompt, PromptChars: u.Chars, At: u.At})
 }
 
 // PublishTurn implements state.Peers.
 func (p TablePeers) PublishTurn(u state.TurnUpdate) {
-	p.Node.PublishTurn(Turn{Key: u.Key, Replica: u.Replica, Failed: u.Failed,
+	p.Node.PublishTurn(Turn{Model: p.Model, Key: u.Key, Replica: u.Replica, Failed: u.Failed,
 		ChargeTokens: u.Charge, PromptTokens: u.Prompt, OutputTokens: u.Output, PromptChars: u.Chars, At: u.At})
 }
 
@@ -37,7 +43,7 @@ func (p TablePeers) PublishPrefix(u state.PrefixUpdate) {
 	if u.Lost {
 		op = PrefixLost
 	}
-	p.Node.PublishPrefix(PrefixUpdate{Replica: u.Replica, Op: op, Hashes: u.Blocks, At: u.At})
+	p.Node.PublishPrefix(PrefixUpdate{Model: p.Model, Replica: u.Replica, Op: op, Hashes: u.Blocks, At: u.At})
 }
 
 // AddLoad implements state.Peers.

@@ -12,6 +12,9 @@ import (
 // PromptTokens (PromptChars characters), and CachedTokens (that prompt and
 // its answer) are believed cached there now (state.PlacementUpdate).
 type Placement struct {
+	// Model is the pool the update is for (issue 23: one routing table per
+	// model); "" the catch-all pool, the whole router without models.
+	Model        string
 	Key          uint64
 	Replica      string
 	CachedTokens int
@@ -26,6 +29,7 @@ type Placement struct {
 // turn ended without an answer (state.TurnUpdate). An answered turn is
 // announced by its Placement.
 type Turn struct {
+	Model        string // the pool, as Placement.Model
 	Key          uint64
 	Replica      string
 	Failed       bool
@@ -64,6 +68,7 @@ func (o PrefixOp) String() string {
 // a prompt, in chain order) of Replica in the approximate prefix index, at At
 // (unix ns).
 type PrefixUpdate struct {
+	Model   string // the pool, as Placement.Model
 	Replica string
 	Op      PrefixOp
 	Hashes  []uint64
@@ -107,9 +112,16 @@ const (
 	// KindTurn was added after the first release of version 1: an older
 	// instance counts it as a decode error and ignores it.
 	KindTurn Kind = 5
+	// KindPool wraps a placement, turn or prefix message for a named
+	// model's pool (issue 23). The catch-all pool's updates keep their own
+	// kinds, so a router without models speaks the first release's wire;
+	// an older instance counts a pool message as a decode error and
+	// ignores it. It is never reported as a message's kind: decode returns
+	// the inner kind, with each item's Model set.
+	KindPool Kind = 6
 )
 
-var kindNames = [...]string{"invalid", "placement", "prefix", "load_delta", "load_snapshot", "turn"}
+var kindNames = [...]string{"invalid", "placement", "prefix", "load_delta", "load_snapshot", "turn", "pool"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -127,6 +139,7 @@ func (k Kind) String() string {
 //	turn      = base_at  { key(8) name failed(1 byte) charge prompt output chars at_delta(varint) }+
 //	prefix    = base_at  { name op(1 byte) at_delta(varint) n hash(8)×n }+
 //	load      = origin gen seq { name requests tokens }*
+//	pool      = model inner_kind(1 byte) placement | turn | prefix
 //
 // Timestamps are unix nanoseconds: base_at once per message, each item's
 // at as a signed difference from it. Items run to the end of the message.
@@ -163,6 +176,15 @@ type message struct {
 }
 
 func appendHeader(dst []byte, k Kind) []byte { return append(dst, wireVersion, byte(k)) }
+
+// appendItemsHeader starts a placement, turn or prefix message for model's
+// pool: the plain kind for the catch-all pool "", else a pool header.
+func appendItemsHeader(dst []byte, k Kind, model string) []byte {
+	if model == "" {
+		return appendHeader(dst, k)
+	}
+	return append(appendName(appendHeader(dst, KindPool), model), byte(k))
+}
 
 func appendName(dst []byte, s string) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(s)))
@@ -243,11 +265,16 @@ func appendLoadEntry(dst []byte, e LoadEntry) []byte {
 // benchmarks; the node packs pushes itself so that each fits maxPacket):
 // the first item's time is the base, the others are written against it.
 func encodeItems[T any](kind Kind, items []T, at func(T) int64, appendItem func([]byte, int64, T) []byte) []byte {
+	return encodePoolItems(kind, "", items, at, appendItem)
+}
+
+// encodePoolItems is encodeItems for model's pool.
+func encodePoolItems[T any](kind Kind, model string, items []T, at func(T) int64, appendItem func([]byte, int64, T) []byte) []byte {
 	var base int64
 	if len(items) > 0 {
 		base = at(items[0])
 	}
-	b := binary.AppendUvarint(appendHeader(nil, kind), uv64(base))
+	b := binary.AppendUvarint(appendItemsHeader(nil, kind, model), uv64(base))
 	for _, it := range items {
 		b = appendItem(b, base, it)
 	}
@@ -257,6 +284,10 @@ func encodeItems[T any](kind Kind, items []T, at func(T) int64, appendItem func(
 func placementAt(p Placement) int64 { return p.At }
 func turnAt(t Turn) int64           { return t.At }
 func prefixAt(u PrefixUpdate) int64 { return u.At }
+
+func placementModel(p Placement) string { return p.Model }
+func turnModel(t Turn) string           { return t.Model }
+func prefixModel(u PrefixUpdate) string { return u.Model }
 
 // encodePlacements returns one message holding ps.
 func encodePlacements(ps []Placement) []byte {
@@ -396,6 +427,17 @@ func decode(b []byte, intern func([]byte) string) (message, error) {
 	}
 	m := message{Kind: Kind(b[1])}
 	r := reader{b: b[headerLen:]}
+	var model string
+	if m.Kind == KindPool {
+		model = r.name("model", intern)
+		m.Kind = Kind(r.byte1("inner kind"))
+		if r.err == nil && m.Kind != KindPlacement && m.Kind != KindTurn && m.Kind != KindPrefix {
+			return message{}, malformed("pool message of kind %d", m.Kind)
+		}
+		if r.err != nil {
+			return message{}, fmt.Errorf("pool message: %w", r.err)
+		}
+	}
 	switch m.Kind {
 	case KindPlacement:
 		m.Placements = decodePlacements(&r, intern)
@@ -411,7 +453,23 @@ func decode(b []byte, intern func([]byte) string) (message, error) {
 	if r.err != nil {
 		return message{}, fmt.Errorf("%s message: %w", m.Kind, r.err)
 	}
+	if model != "" {
+		m.setModel(model)
+	}
 	return m, nil
+}
+
+// setModel marks every item of m as model's pool's.
+func (m *message) setModel(model string) {
+	for i := range m.Placements {
+		m.Placements[i].Model = model
+	}
+	for i := range m.Turns {
+		m.Turns[i].Model = model
+	}
+	for i := range m.Prefixes {
+		m.Prefixes[i].Model = model
+	}
 }
 
 // decodePlacements reads a placement message's items (r.err says whether

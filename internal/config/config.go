@@ -67,6 +67,10 @@ type Router struct {
 	Admission Admission `json:"admission" cfg:"optional"`
 	// Models: pools by model, aliases, rewrites, adapters (issue 23): models.go.
 	Models Models `json:"models" cfg:"optional"`
+	// Facts are what the driver knows of the engine (the simulator: the
+	// replica preset's model); policy settings that are engine facts take
+	// them unless policies.<name> sets them (facts.go). Not configured.
+	Facts policy.Facts `json:"-"`
 }
 
 // PrefixIndex sizes the approximate prefix index: per replica, the prompt
@@ -119,11 +123,21 @@ type Upstream struct {
 	IdleTimeout Duration `json:"idle_timeout"`
 }
 
-// Discovery says where the replica set comes from.
+// Discovery says where the replica set comes from, and where each
+// replica's models come from (issue 23: pools by model; the model_* keys
+// are optional, see discovery_models.go).
 type Discovery struct {
 	Mode       string               `json:"mode"`
 	Static     []replicaset.Replica `json:"static,omitempty" cfg:"mode=static"`
 	Kubernetes *Kubernetes          `json:"kubernetes,omitempty" cfg:"mode=kubernetes"`
+	// ModelSource is replicas, labels, static or none (absent: none).
+	ModelSource string `json:"model_source,omitempty" cfg:"optional"`
+	// ModelRefresh is the interval between polls of a replica's model list
+	// (absent: 30s).
+	ModelRefresh *Duration `json:"model_refresh,omitempty" cfg:"optional"`
+	// ModelLabel is the Kubernetes label naming a replica's model (absent:
+	// llm-ring.io/model); the annotation "<model_label>s" lists several.
+	ModelLabel string `json:"model_label,omitempty" cfg:"optional"`
 }
 
 // Kubernetes configures EndpointSlice discovery.
@@ -149,7 +163,7 @@ func (c *Router) PolicySettings(name string) (policy.Settings, error) {
 	if err != nil {
 		return nil, fmt.Errorf("policies.%s.%w", name, err)
 	}
-	return s, nil
+	return c.withFacts(name, s)
 }
 
 // SetPolicySetting sets one key of a policy's settings (as `llm-ring sim
@@ -169,18 +183,10 @@ func (c *Router) SetPolicySetting(name, key, value string) error {
 		v, _ = json.Marshal(value)
 	}
 	patch, _ := json.Marshal(map[string]json.RawMessage{key: v})
-	s, err := sp.Decode(base, patch)
-	if err != nil {
+	if _, err := sp.Decode(base, patch); err != nil {
 		return fmt.Errorf("policies.%s.%w", name, err)
 	}
-	b, _ := json.Marshal(s)
-	pol := make(map[string]json.RawMessage, len(c.Policies)+1)
-	for k, raw := range c.Policies {
-		pol[k] = raw
-	}
-	pol[name] = b
-	c.Policies = pol
-	return nil
+	return c.setPolicyKey(name, key, v)
 }
 
 // StateConfig returns the routing-state settings of c.
@@ -445,5 +451,6 @@ func (c *Router) Validate() error {
 	default:
 		bad("discovery.mode", "must be static or kubernetes, got %q", c.Discovery.Mode)
 	}
+	c.Discovery.validateModels(bad) // discovery_models.go
 	return errors.Join(errs...)
 }

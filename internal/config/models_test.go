@@ -8,6 +8,7 @@ import (
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/pool"
 	"github.com/llm-ring/llm-ring/internal/replicaset"
+	"github.com/llm-ring/llm-ring/internal/state"
 )
 
 // twoModels is a models section as docs/pools.md shows it.
@@ -102,6 +103,22 @@ func TestModelsSection(t *testing.T) {
 	}
 	if name := c.PoolPolicyName(""); name != "llm-aware" {
 		t.Errorf("catch-all policy %q, want the global llm-aware", name)
+	}
+	// A driver's adjustment reaches each pool's state configuration.
+	var seen []string
+	set, err := c.NewPools(func(model string, cfg *state.Config) {
+		seen = append(seen, model)
+		cfg.AdapterSpill = -1
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set.SetReplicas([]replicaset.Replica{{Name: "a", URL: "http://a", Models: []replicaset.Model{{Name: "qwen"}}}})
+	if !slices.Equal(seen, []string{"", "qwen"}) {
+		t.Errorf("extra called for %q, want the catch-all, then qwen", seen)
+	}
+	if p := set.Pool("qwen").Table().Policy(); p.Name() != "llm-aware" {
+		t.Errorf("qwen pool policy %s, want llm-aware", p.Name())
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/replicaset"
@@ -119,6 +120,14 @@ func TestMembership(t *testing.T) {
 	if m := members(s.Pool("qwen")); !slices.Equal(m, []string{"d"}) {
 		t.Errorf("qwen members %q, want [d]", m)
 	}
+	// An empty list (not nil): the replica serves nothing, in no pool.
+	none := replicaset.Replica{Name: "e", URL: "http://e", Models: []replicaset.Model{}}
+	s.SetReplicas([]replicaset.Replica{rep("a"), none})
+	for _, p := range s.Pools() {
+		if slices.Contains(members(p), "e") {
+			t.Errorf("a replica serving nothing is a member of pool %q", p.Model())
+		}
+	}
 }
 
 // TestEmptyPoolKept: a pool whose replicas all leave is kept (its memory
@@ -144,6 +153,10 @@ func TestEmptyPoolKept(t *testing.T) {
 	s.SetReplicas([]replicaset.Replica{rep("x", "llama"), rep("y", "qwen")})
 	if st := p.Table().Status(); st.Memory != 1 {
 		t.Errorf("placement memory after the rollout: %d conversations, want 1", st.Memory)
+	}
+	s.Reset()
+	if st := p.Table().Status(); st.Memory != 0 {
+		t.Errorf("placement memory after Reset: %d conversations, want 0", st.Memory)
 	}
 }
 
@@ -374,6 +387,37 @@ func TestReportsAndHealth(t *testing.T) {
 	}
 	if st := s.Pool("m3").Table().Status(); st.Healthy() != 1 {
 		t.Errorf("m3 after a recovers: %d healthy, want 1 (later is still down)", st.Healthy())
+	}
+}
+
+// TestAdapterThroughPool: an adapter resolves to its base model's pool,
+// and the pool's table prefers the replica the set reported it resident
+// on; the adapter name handed out is the set's own string.
+func TestAdapterThroughPool(t *testing.T) {
+	tb := &tables{}
+	s, err := New(Config{}, func(model string) (*state.Table, error) {
+		p, _ := policy.New("least-loaded", nil)
+		tb.created = append(tb.created, model)
+		return state.New(state.Config{VirtualNodes: 16, CharsPerToken: 4, MaxEntries: 100, TTL: time.Minute, AdapterAffinity: true}, p), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetReplicas([]replicaset.Replica{rep("a", "llama"), rep("b", "llama", "sql@llama"), rep("c", "qwen")})
+	s.SetReported("b", policy.Reported{Adapters: policy.Adapters{Running: []string{"sql"}, Max: 2, Has: true}})
+	asked := string([]byte("sql")) // as a request's parsed body would hold it
+	rt, err := s.Resolve(asked, 1)
+	if err != nil || rt.Pool != s.Pool("llama") || rt.Adapter != "sql" {
+		t.Fatalf("Resolve(sql) = %+v, %v; want llama's pool, adapter sql", rt, err)
+	}
+	if unsafe.StringData(rt.Adapter) == unsafe.StringData(asked) {
+		t.Error("Route.Adapter is the request's string, want the set's own")
+	}
+	for i := range 3 {
+		tk, _, err := rt.Pool.Table().Route(state.Input{Key: "k", Hash: uint64(i), Chars: 40, Adapter: rt.Adapter}, int64(i))
+		if err != nil || tk.Replica.Name != "b" || tk.AdapterTier != state.TierResident {
+			t.Fatalf("request %d for sql → %s (tier %d), %v; want b (resident)", i, tk.Replica.Name, tk.AdapterTier, err)
+		}
 	}
 }
 

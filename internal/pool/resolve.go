@@ -49,9 +49,9 @@ func (s *Set) Resolve(model string, conv uint64) (Route, error) {
 		rt.Pool = p
 		return rt, nil
 	}
-	if base, ok := sn.adapters[name]; ok {
-		rt.Adapter = name
-		if p, ok := sn.served[base]; ok {
+	if ad, ok := sn.adapters[name]; ok {
+		rt.Adapter = ad.name
+		if p, ok := sn.served[ad.base]; ok {
 			rt.Pool = p
 			return rt, nil
 		}

@@ -33,14 +33,20 @@ type Set struct {
 
 // snapshot is what Resolve reads: replaced whole by SetReplicas.
 type snapshot struct {
-	served   map[string]*Pool  // base models with at least one member
-	adapters map[string]string // adapter → base: configured, then learned from replicas
-	catchAll bool              // the catch-all pool has members
-	only     *Pool             // the only pool with members (catch-all aside), or nil
-	none     bool              // no pool has any member
-	models   []ModelInfo       // GET /v1/models, sorted by ID
-	names    []string          // the IDs of models
+	served   map[string]*Pool      // base models with at least one member
+	adapters map[string]adapterRef // adapter → its base: configured, then learned from replicas
+	catchAll bool                  // the catch-all pool has members
+	only     *Pool                 // the only pool with members (catch-all aside), or nil
+	none     bool                  // no pool has any member
+	models   []ModelInfo           // GET /v1/models, sorted by ID
+	names    []string              // the IDs of models
 }
+
+// adapterRef is an adapter and its base model. name is the set's own
+// string (a configuration key, or a replica's model entry), which Resolve
+// hands out as Route.Adapter: the tables remember it without a copy, and
+// it never holds on to a request's memory.
+type adapterRef struct{ name, base string }
 
 // New returns a Set for cfg with the catch-all pool (no replicas yet).
 // newTable builds each pool's table when the pool is first needed. It
@@ -96,7 +102,8 @@ func membership(r replicaset.Replica) (bases []string, adapters []replicaset.Mod
 // model it lists; an adapter entry (Parent != "") makes it a member of its
 // Parent's pool and teaches the set that adapter → parent; a replica whose
 // Models is nil joins the catch-all pool "" (it serves anything, as every
-// replica did before pools). Pools are created on first sight (newTable)
+// replica did before pools; an empty, non-nil list serves nothing and joins
+// no pool). Pools are created on first sight (newTable)
 // and kept while empty (their memory survives a rollout). Each pool's
 // Table gets its members (state.Table.SetReplicas). It returns the models
 // whose membership changed, sorted. On an error (newTable failed) nothing
@@ -182,12 +189,12 @@ func (s *Set) teach(p *Pool, name string) {
 // counts the replicas listing each.
 func (s *Set) build(learned map[string]string, listing map[string]int) *snapshot {
 	sn := &snapshot{served: map[string]*Pool{}, catchAll: s.catchAll.Replicas() > 0,
-		adapters: make(map[string]string, len(s.cfg.Adapters)+len(learned))}
+		adapters: make(map[string]adapterRef, len(s.cfg.Adapters)+len(learned))}
 	for a, base := range learned {
-		sn.adapters[a] = base
+		sn.adapters[a] = adapterRef{name: a, base: base}
 	}
 	for a, base := range s.cfg.Adapters {
-		sn.adapters[a] = base // configured in advance: the configuration wins
+		sn.adapters[a] = adapterRef{name: a, base: base} // configured in advance: the configuration wins
 	}
 	for model, p := range s.pools {
 		if model != "" && p.Replicas() > 0 {
@@ -259,6 +266,15 @@ func (s *Set) Pools() []*Pool {
 		out = append(out, s.pools[model])
 	}
 	return out
+}
+
+// Reset resets every pool's table (state.Table.Reset: placement memory
+// and idle adapters forgotten, in-flight load kept), so that an experiment
+// run starts as a fresh router would.
+func (s *Set) Reset() {
+	for _, p := range s.Pools() {
+		p.table.Reset()
+	}
 }
 
 // Pool returns the pool of model ("" the catch-all), nil when none.

@@ -13,11 +13,13 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/llm-ring/llm-ring/internal/cluster"
 	"github.com/llm-ring/llm-ring/internal/policy"
+	"github.com/llm-ring/llm-ring/internal/pool"
 	"github.com/llm-ring/llm-ring/internal/wire"
 )
 
@@ -125,8 +127,13 @@ func (r *Router) serveReady(w http.ResponseWriter, _ *http.Request) {
 		r.writeError(w, &httpError{http.StatusServiceUnavailable, wire.ErrTypeUnavailable, "draining: the router is shutting down"})
 		return
 	}
-	st := r.table.Status()
-	n, healthy := len(st.Replicas), st.Healthy()
+	st := r.view()
+	n, healthy := len(st.Replicas), 0
+	for _, x := range st.Replicas {
+		if x.Healthy {
+			healthy++
+		}
+	}
 	if healthy == 0 {
 		r.writeError(w, &httpError{http.StatusServiceUnavailable, wire.ErrTypeUnavailable,
 			fmt.Sprintf("no healthy replica (%d on the ring, none passing its health checks)", n)})
@@ -151,6 +158,12 @@ type ReplicaInfo struct {
 	Healthy bool `json:"healthy"`
 	// Engine is the replica's engine (its own setting, or the set's).
 	Engine string `json:"engine"`
+	// Models are the models it serves (an adapter as "name (base)"),
+	// absent while unknown: it is then in the catch-all pool and serves
+	// whatever a request asks for (issue 23).
+	Models []string `json:"models,omitempty"`
+	// Pools are the pools it is a member of (absent: only the catch-all).
+	Pools []string `json:"pools,omitempty"`
 	// HealthPathMismatch says what its health path answered when the
 	// replica does not serve it (404): the engine setting is wrong, and the
 	// replica is routed on liveness. Absent when the path is right.
@@ -205,6 +218,9 @@ type ReplicasInfo struct {
 	Policy           string        `json:"policy"`
 	Replicas         []ReplicaInfo `json:"replicas"`
 	PlacementEntries int           `json:"placement_entries"`
+	// Pools are the routing pools by model (issue 23), absent while the
+	// catch-all pool is the only one (no models configured or discovered).
+	Pools []PoolInfo `json:"pools,omitempty"`
 	// Cluster is this instance's view of its peers (absent when
 	// cluster.mode is none).
 	Cluster *cluster.Status `json:"cluster,omitempty"`
@@ -212,26 +228,40 @@ type ReplicasInfo struct {
 
 func (r *Router) serveReplicas(w http.ResponseWriter, _ *http.Request) {
 	now := time.Now()
-	st := r.table.Status()
+	st := r.view()
 	out := ReplicasInfo{Policy: st.Policy, PlacementEntries: st.Memory, Replicas: []ReplicaInfo{}, Cluster: r.clusterStatus()}
-	peer := r.table.PeerLoad()
-	for i, x := range st.Replicas {
-		out.Replicas = append(out.Replicas, ReplicaInfo{Name: x.Name, URL: x.URL,
-			InflightRequests: x.Load.Requests, InflightTokens: x.Load.Tokens, RingShare: x.RingShare, Healthy: x.Healthy,
-			HealthPathMismatch: r.health.get(x.Name)})
+	if len(st.Pools) > 1 {
+		out.Pools = st.Pools
+	}
+	for _, x := range st.Replicas {
+		ri := replicaInfo(&x, now)
+		ri.HealthPathMismatch = r.health.get(x.Name)
 		p, _ := r.cfg.ReplicaEngine(x.Engine)
-		out.Replicas[i].Engine = p.Name
-		if i < len(peer) {
-			out.Replicas[i].PeerInflightRequests, out.Replicas[i].PeerInflightTokens = peer[i].Requests, peer[i].Tokens
-		}
-		out.Replicas[i].Reported, out.Replicas[i].Speed = replicaSignals(x.Reported, x.Speed, now)
+		ri.Engine = p.Name
+		out.Replicas = append(out.Replicas, ri)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
+// replicaInfo is a replica's row of /replicas and the status page.
+func replicaInfo(x *replicaRow, now time.Time) ReplicaInfo {
+	ri := ReplicaInfo{Name: x.Name, URL: x.URL, InflightRequests: x.Load.Requests, InflightTokens: x.Load.Tokens,
+		RingShare: x.RingShare, Healthy: x.Healthy, PeerInflightRequests: x.Peer.Requests, PeerInflightTokens: x.Peer.Tokens,
+		Models: replicaModels(x.Models)}
+	if len(x.Pools) > 1 || x.Pools[0] != "" {
+		ri.Pools = x.Pools
+	}
+	ri.Reported, ri.Speed = replicaSignals(x.Reported, x.Speed, now)
+	return ri
+}
+
 // PolicySettings is the body of GET /admin/policy and of a PUT's answer:
-// the current policy and its settings (the policy's own keys).
+// the current policy of a pool and its settings (the policy's own keys).
 type PolicySettings struct {
+	// Model is the pool's model (issue 23), absent for the catch-all pool
+	// (every replica's without a model list: the whole router without
+	// models configured).
+	Model    string         `json:"model,omitempty"`
 	Policy   string         `json:"policy"`
 	Settings map[string]any `json:"settings,omitempty"`
 }
@@ -250,22 +280,52 @@ type PolicyUpdate struct {
 	Reset bool `json:"reset,omitempty"`
 }
 
-// current returns the policy settings in force; r.mu is held.
-func (r *Router) current() PolicySettings {
-	return PolicySettings{Policy: r.name, Settings: policy.SettingsMap(r.settings)}
+// adminPool is the pool an admin request addresses: ?model=NAME (an alias
+// names its model's pool), absent or empty the catch-all pool. An unknown
+// model is a 404 naming the pools.
+func (r *Router) adminPool(req *http.Request) (*pool.Pool, error) {
+	model := req.URL.Query().Get("model")
+	if m, ok := r.pcfg.Aliases[model]; ok {
+		model = m
+	}
+	if p := r.pools.Pool(model); p != nil {
+		return p, nil
+	}
+	var names []string
+	for _, p := range r.pools.Pools() {
+		names = append(names, strconv.Quote(p.Model()))
+	}
+	return nil, &httpError{http.StatusNotFound, wire.ErrTypeNotFound,
+		fmt.Sprintf("no pool for model %q; the pools are %s (\"\": the catch-all)", clip(model, 128), strings.Join(names, ", "))}
 }
 
-func (r *Router) serveGetPolicy(w http.ResponseWriter, _ *http.Request) {
+// current returns a pool's policy settings in force.
+func current(p *pool.Pool) PolicySettings {
+	pol := p.Table().Policy()
+	return PolicySettings{Model: p.Model(), Policy: pol.Name(), Settings: policy.SettingsMap(policy.SettingsOf(pol))}
+}
+
+func (r *Router) serveGetPolicy(w http.ResponseWriter, req *http.Request) {
+	p, err := r.adminPool(req)
+	if err != nil {
+		r.fail(w, err)
+		return
+	}
 	r.mu.Lock()
-	s := r.current()
+	s := current(p)
 	r.mu.Unlock()
 	writeJSON(w, http.StatusOK, s)
 }
 
-// servePutPolicy switches the policy (or its settings) at run time: the
-// experiment runner's way to compare policies on one deployed router.
+// servePutPolicy switches a pool's policy (or its settings) at run time:
+// the experiment runner's way to compare policies on one deployed router.
 // In-flight requests keep the load they were charged.
 func (r *Router) servePutPolicy(w http.ResponseWriter, req *http.Request) {
+	p, err := r.adminPool(req)
+	if err != nil {
+		r.fail(w, err)
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, 1<<16))
 	if err != nil {
 		r.fail(w, badRequest("could not read the body: %v", err))
@@ -280,10 +340,11 @@ func (r *Router) servePutPolicy(w http.ResponseWriter, req *http.Request) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	name, base := r.name, r.settings
-	if in.Policy != "" && in.Policy != r.name {
+	old := current(p)
+	name, base := old.Policy, policy.SettingsOf(p.Table().Policy())
+	if in.Policy != "" && in.Policy != name {
 		name = in.Policy
-		if base, err = r.cfg.PolicySettings(name); err != nil {
+		if base, err = r.poolPolicySettings(p.Model(), name); err != nil {
 			r.fail(w, badRequest("policy: %v", err))
 			return
 		}
@@ -299,19 +360,30 @@ func (r *Router) servePutPolicy(w http.ResponseWriter, req *http.Request) {
 		r.fail(w, badRequest("%v", err))
 		return
 	}
-	old := r.current()
-	r.table.SetPolicy(pol)
-	r.name, r.settings = name, set
+	p.Table().SetPolicy(pol)
 	if in.Reset {
-		r.table.Reset()
+		p.Table().Reset()
 	}
-	now := r.current()
+	now := current(p)
 	r.log.Info("policy_changed", slog.String("caller", req.RemoteAddr), slog.Any("old", old), slog.Any("new", now), slog.Bool("reset", in.Reset))
 	writeJSON(w, http.StatusOK, now)
 }
 
+// serveReset forgets placement memory, the prefix index and the
+// round-robin position: of the pool ?model= names, or of every pool.
 func (r *Router) serveReset(w http.ResponseWriter, req *http.Request) {
-	r.table.Reset()
-	r.log.Info("state_reset", slog.String("caller", req.RemoteAddr))
+	pools := r.pools.Pools()
+	if req.URL.Query().Has("model") {
+		p, err := r.adminPool(req)
+		if err != nil {
+			r.fail(w, err)
+			return
+		}
+		pools = []*pool.Pool{p}
+	}
+	for _, p := range pools {
+		p.Table().Reset()
+	}
+	r.log.Info("state_reset", slog.String("caller", req.RemoteAddr), slog.Int("pools", len(pools)))
 	writeJSON(w, http.StatusOK, map[string]string{"status": "reset"})
 }

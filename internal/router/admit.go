@@ -91,10 +91,10 @@ func (a *admitter) item(req *http.Request, f *flight, now int64) admission.Item 
 	return it
 }
 
-// saturated reads the pool's score from the table (a.mu held).
-func (a *admitter) saturated(now int64) bool {
+// saturated reads the pool's score from its table t (a.mu held).
+func (a *admitter) saturated(t *state.Table, now int64) bool {
 	s := a.c.Settings()
-	score := a.table.LoadView(now, func(v *policy.View) float64 { return admission.PoolScore(v, s, a.pending) })
+	score := t.LoadView(now, func(v *policy.View) float64 { return admission.PoolScore(v, s, a.pending) })
 	a.saturation.Set(score)
 	return score >= s.Limit
 }
@@ -109,7 +109,7 @@ func (a *admitter) admit(ctx context.Context, w http.ResponseWriter, req *http.R
 	a.seq++
 	it := a.item(req, f, now)
 	it.ID = a.seq
-	v, out, displaced := a.c.Offer(it, now, a.saturated(now))
+	v, out, displaced := a.c.Offer(it, now, a.saturated(f.table(), now))
 	var ch chan admission.Verdict
 	if v.Outcome == admission.Queued {
 		ch = make(chan admission.Verdict, 1)
@@ -160,7 +160,7 @@ func (a *admitter) done(req *http.Request, f *flight) {
 	if out := f.out; out.Known {
 		a.correct(req, f.adm.tokens, int64(out.CacheN+out.PromptN+out.PredictedN))
 	}
-	a.kick()
+	a.kick(f.table())
 }
 
 // await waits for a queued request's verdict.
@@ -185,20 +185,20 @@ func (a *admitter) await(ctx context.Context, w http.ResponseWriter, f *flight, 
 			a.mu.Unlock()
 			if !cancelled { // dispatched at the same moment: let the next one go
 				a.release()
-				a.kick()
+				a.kick(f.table())
 			}
 			a.outcomes.WithLabelValues("cancelled").Inc()
 			a.log.Info("admission_cancelled", slog.String("conversation", f.convo()), slog.String("path", f.path))
 			return false
 		case <-tick.C:
-			a.kick()
+			a.kick(f.table())
 		}
 	}
 }
 
 // kick sheds what expired and dispatches while the pool has room. Called
 // when an answer ends, by waiting requests on a timer, and on cancellation.
-func (a *admitter) kick() {
+func (a *admitter) kick(t *state.Table) {
 	if a == nil {
 		return
 	}
@@ -209,7 +209,7 @@ func (a *admitter) kick() {
 		a.tell(it.ID, admission.Verdict{Outcome: admission.Shed, Reason: r})
 	})
 	for a.c.Len() > 0 {
-		it, ok := a.c.Dispatch(now, a.saturated(now))
+		it, ok := a.c.Dispatch(now, a.saturated(t, now))
 		if !ok {
 			break
 		}

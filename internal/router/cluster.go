@@ -10,6 +10,7 @@ import (
 
 	"github.com/llm-ring/llm-ring/internal/cluster"
 	"github.com/llm-ring/llm-ring/internal/config"
+	"github.com/llm-ring/llm-ring/internal/pool"
 )
 
 // Active-active routers (issue #13): with cluster.mode gossip, the router
@@ -43,7 +44,7 @@ func (r *Router) newCluster(name string) error {
 	n, err := cluster.New(cluster.Options{
 		Config:     cfg,
 		Name:       name,
-		Applier:    cluster.TableApplier{Table: r.table},
+		Applier:    poolApplier{r.pools},
 		Logger:     r.log,
 		Registerer: r.reg,
 	})
@@ -51,8 +52,47 @@ func (r *Router) newCluster(name string) error {
 		return err
 	}
 	r.node = n
-	r.table.SetPeers(cluster.TablePeers{Node: n})
+	for _, p := range r.pools.Pools() { // the pools created later get theirs in newTable
+		p.Table().SetPeers(cluster.TablePeers{Node: n, Model: p.Model()})
+	}
 	return nil
+}
+
+// poolApplier applies what peers publish to the pool of the same model
+// (issue 23): each update carries its model; one for a pool this instance
+// has not created (no replica of it discovered here yet) is dropped, as
+// the pool would have no row to apply it to.
+type poolApplier struct{ pools *pool.Set }
+
+var _ cluster.Applier = poolApplier{}
+
+func (a poolApplier) table(model string) (cluster.TableApplier, bool) {
+	p := a.pools.Pool(model)
+	if p == nil {
+		return cluster.TableApplier{}, false
+	}
+	return cluster.TableApplier{Table: p.Table()}, true
+}
+
+// ApplyPlacement implements cluster.Applier.
+func (a poolApplier) ApplyPlacement(u cluster.Placement) {
+	if t, ok := a.table(u.Model); ok {
+		t.ApplyPlacement(u)
+	}
+}
+
+// ApplyTurn implements cluster.Applier.
+func (a poolApplier) ApplyTurn(u cluster.Turn) {
+	if t, ok := a.table(u.Model); ok {
+		t.ApplyTurn(u)
+	}
+}
+
+// ApplyPrefix implements cluster.Applier.
+func (a poolApplier) ApplyPrefix(u cluster.PrefixUpdate) {
+	if t, ok := a.table(u.Model); ok {
+		t.ApplyPrefix(u)
+	}
 }
 
 // runCluster runs the node until the returned stop is called: Serve stops

@@ -78,6 +78,10 @@ func (r *Router) NewFlight(ctx context.Context, method, path string, h http.Head
 	f, err := r.newFlight(ctx, kind, req, body, fl.hs)
 	if err != nil {
 		fl.putHasher()
+		if e := unknownModel(err); e != nil {
+			r.metrics.rejected.WithLabelValues("404").Inc()
+			return nil, &FlightError{http.StatusNotFound, wire.ErrTypeInvalidRequest, modelNotFoundText(e)}
+		}
 		var he *httpError
 		if errors.As(err, &he) {
 			r.metrics.rejected.WithLabelValues(fmt.Sprint(he.status)).Inc()
@@ -106,7 +110,7 @@ func (fl *Flight) Route(exclude ...string) error {
 	r, f := fl.r, fl.f
 	t0 := time.Now()
 	tk, d, err := r.route(f, t0.UnixNano(), exclude...)
-	r.metrics.decision.Observe(time.Since(t0).Seconds())
+	r.decisionObserver(f.pool).Observe(time.Since(t0).Seconds())
 	if err != nil {
 		r.metrics.rejected.WithLabelValues("503").Inc()
 		return errNoReplica()
@@ -135,7 +139,7 @@ func (fl *Flight) Stream() bool { return fl.f.p.stream }
 // order (state.Table.Candidates), skipping exclude; nothing is charged.
 func (fl *Flight) Fallbacks(dst []replicaset.Replica, n int, exclude ...string) []replicaset.Replica {
 	f := fl.f
-	return fl.r.table.Candidates(dst, f.in, &f.ticket, time.Now().UnixNano(), n, exclude...)
+	return f.table().Candidates(dst, f.in, &f.ticket, time.Now().UnixNano(), n, exclude...)
 }
 
 // Served records that the gateway's answer came from replica name (the
@@ -149,7 +153,7 @@ func (fl *Flight) Served(name string) bool {
 	if !f.held || name == f.ticket.Replica.Name {
 		return false
 	}
-	st := r.table.Status()
+	st := f.table().Status()
 	others := make([]string, 0, len(st.Replicas))
 	found := false
 	for _, x := range st.Replicas {

@@ -485,7 +485,7 @@ func TestStalledReplica(t *testing.T) {
 			}
 			waitFor(t, "the load to be released", func() bool { return s.inflight() == 0 })
 			waitFor(t, "the request to be counted", func() bool {
-				return counter(s.rt.metrics.requests.WithLabelValues("consistent", tc.replica.Name, "home", tc.metricOK)) == 1
+				return counter(s.rt.metrics.requests.WithLabelValues("consistent", tc.replica.Name, "home", tc.metricOK, "")) == 1
 			})
 			if got := counter(s.rt.metrics.upstreamErrors.WithLabelValues(tc.replica.Name, "stall")); got != 1 {
 				t.Errorf("stalls counted: %v, want 1", got)
@@ -520,7 +520,7 @@ func TestBrokenStream(t *testing.T) {
 		t.Errorf("stream %q: want the first event, then an OpenAI-shaped error event with code 502", b)
 	}
 	waitFor(t, "the request to be counted as 502", func() bool {
-		return counter(s.rt.metrics.requests.WithLabelValues("consistent", "dies", "home", "502")) == 1
+		return counter(s.rt.metrics.requests.WithLabelValues("consistent", "dies", "home", "502", "")) == 1
 	})
 	if !s.waitLog(t, `"error_kind":"broken"`) || !s.waitLog(t, `"status":502`) {
 		t.Errorf("broken stream not logged as 502 broken:\n%s", s.logText())

@@ -114,7 +114,7 @@ type probeResult struct {
 
 // round probes every replica at once and applies the results in name order.
 func (c *healthChecker) round(ctx context.Context) {
-	st := c.r.table.Status()
+	st := c.r.view()
 	res := make([]probeResult, len(st.Replicas))
 	var wg sync.WaitGroup
 	for i, rep := range st.Replicas {
@@ -160,7 +160,7 @@ func (c *healthChecker) apply(name string, healthy bool, err error) {
 	if err != nil {
 		c.fails[name]++
 		c.oks[name] = 0
-		if healthy && c.fails[name] >= hc.UnhealthyThreshold && c.r.table.SetHealthy(name, false) {
+		if healthy && c.fails[name] >= hc.UnhealthyThreshold && c.r.pools.SetHealthy(name, false) {
 			c.r.log.Warn("replica_unhealthy", slog.String("replica", name), slog.Int("failures", c.fails[name]),
 				slog.String("error", clip(err.Error(), 256)))
 		}
@@ -168,7 +168,7 @@ func (c *healthChecker) apply(name string, healthy bool, err error) {
 	}
 	c.oks[name]++
 	c.fails[name] = 0
-	if !healthy && c.oks[name] >= hc.HealthyThreshold && c.r.table.SetHealthy(name, true) {
+	if !healthy && c.oks[name] >= hc.HealthyThreshold && c.r.pools.SetHealthy(name, true) {
 		c.r.log.Info("replica_healthy", slog.String("replica", name), slog.Int("successes", c.oks[name]))
 	}
 }

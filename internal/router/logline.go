@@ -29,9 +29,10 @@ func (r *Router) finish(ctx context.Context, f *flight) {
 	out, fb := f.out, f.fb
 	policyName := f.d.Trace.Policy
 	code := statusLabel(f.status)
-	r.metrics.requests.WithLabelValues(policyName, f.ticket.Replica.Name, f.d.Reason.String(), code).Inc()
+	label := f.pool.Label()
+	r.metrics.requests.WithLabelValues(policyName, f.ticket.Replica.Name, f.d.Reason.String(), code, label).Inc()
 	latency := now.Sub(f.start)
-	r.metrics.latency.WithLabelValues(policyName).Observe(latency.Seconds())
+	r.metrics.latency.WithLabelValues(policyName, label).Observe(latency.Seconds())
 	if out.Known {
 		r.metrics.promptTokens.WithLabelValues("cached").Add(float64(out.CacheN))
 		r.metrics.promptTokens.WithLabelValues("processed").Add(float64(out.PromptN))

@@ -1,16 +1,18 @@
 package router
 
 import (
+	"slices"
+
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/llm-ring/llm-ring/internal/state"
+	"github.com/llm-ring/llm-ring/internal/pool"
 )
 
 // metrics are the router's Prometheus series, on a registry of its own.
 type metrics struct {
-	requests       *prometheus.CounterVec   // by policy, replica, reason, code
-	decision       prometheus.Histogram     // seconds spent routing (pick + acquire)
-	latency        *prometheus.HistogramVec // by policy: request latency, seconds
+	requests       *prometheus.CounterVec   // by policy, replica, reason, code, model
+	decision       *prometheus.HistogramVec // by model: seconds spent routing (pick + acquire)
+	latency        *prometheus.HistogramVec // by policy, model: request latency, seconds
 	promptTokens   *prometheus.CounterVec   // by kind: cached | processed
 	predicted      prometheus.Counter
 	upstreamErrors *prometheus.CounterVec // by replica, kind: dial | timeout | status | stall | broken
@@ -20,22 +22,28 @@ type metrics struct {
 	bodyBudgetFull prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer, table *state.Table, budget *bodyBudget) *metrics {
+// The model label (issue 23) is the pool's bounded label (pool.Pool.Label):
+// the model's name for the first models.max_model_labels pools created (16
+// by default), "other" for the pools after them, "" for the catch-all pool
+// (every request without models configured). A name a request asks for is
+// never a label value: an unknown model is refused before any labelled
+// series is touched, so clients cannot grow the series.
+func newMetrics(reg prometheus.Registerer, r *Router, budget *bodyBudget) *metrics {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "llm_ring_requests_total",
-			Help: "Proxied requests by policy, replica, route reason and HTTP status code.",
-		}, []string{"policy", "replica", "reason", "code"}),
-		decision: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Help: "Proxied requests by policy, replica, route reason, HTTP status code and model (the pool's bounded label).",
+		}, []string{"policy", "replica", "reason", "code", "model"}),
+		decision: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "llm_ring_decision_seconds",
-			Help:    "Time to route a request: placement lookup, policy pick and load acquire.",
+			Help:    "Time to route a request: placement lookup, policy pick and load acquire; by model (the pool's bounded label).",
 			Buckets: []float64{1e-7, 2.5e-7, 5e-7, 1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 1e-4, 1e-3},
-		}),
+		}, []string{"model"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "llm_ring_request_seconds",
-			Help:    "Time from receiving a request to the end of its answer, by policy.",
+			Help:    "Time from receiving a request to the end of its answer, by policy and model (the pool's bounded label).",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 16),
-		}, []string{"policy"}),
+		}, []string{"policy", "model"}),
 		promptTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "llm_ring_prompt_tokens_total",
 			Help: "Prompt tokens reported by replicas: cached (reused from the prompt cache) or processed.",
@@ -69,7 +77,7 @@ func newMetrics(reg prometheus.Registerer, table *state.Table, budget *bodyBudge
 		m.promptTokens.WithLabelValues(k)
 	}
 	reg.MustRegister(m.requests, m.decision, m.latency, m.promptTokens, m.predicted,
-		m.upstreamErrors, m.failovers, m.cacheLost, m.rejected, m.bodyBudgetFull, &stateCollector{table: table},
+		m.upstreamErrors, m.failovers, m.cacheLost, m.rejected, m.bodyBudgetFull, &stateCollector{r: r},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "llm_ring_buffered_body_bytes",
 			Help: "Request body bytes held now, across all connections (capped by server.max_buffered_body_bytes).",
@@ -77,9 +85,10 @@ func newMetrics(reg prometheus.Registerer, table *state.Table, budget *bodyBudge
 	return m
 }
 
-// stateCollector exports the routing table's live state at scrape time, so
-// the gauges are never out of step with what the policy sees.
-type stateCollector struct{ table *state.Table }
+// stateCollector exports the routing tables' live state at scrape time, so
+// the gauges are never out of step with what the policies see. A replica
+// in several pools is one series: its loads summed over them.
+type stateCollector struct{ r *Router }
 
 var (
 	descInflightRequests = prometheus.NewDesc("llm_ring_inflight_requests", "Requests in flight per replica.", []string{"replica"}, nil)
@@ -88,7 +97,7 @@ var (
 	descReplicas         = prometheus.NewDesc("llm_ring_replicas", "Ready replicas on the ring.", nil, nil)
 	descHealthy          = prometheus.NewDesc("llm_ring_replica_healthy", "1 while the replica passes its health checks, 0 while it takes no new request.", []string{"replica"}, nil)
 	descMemory           = prometheus.NewDesc("llm_ring_placement_entries", "Conversations in placement memory.", nil, nil)
-	descPolicy           = prometheus.NewDesc("llm_ring_policy_info", "The routing policy in use (value 1).", []string{"policy"}, nil)
+	descPolicy           = prometheus.NewDesc("llm_ring_policy_info", "The routing policies in use, one series each (value 1): the catch-all pool's and every pool's with replicas.", []string{"policy"}, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -98,7 +107,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
-	st := c.table.Status()
+	st := c.r.view()
 	for _, r := range st.Replicas {
 		ch <- prometheus.MustNewConstMetric(descInflightRequests, prometheus.GaugeValue, float64(r.Load.Requests), r.Name)
 		ch <- prometheus.MustNewConstMetric(descInflightTokens, prometheus.GaugeValue, float64(r.Load.Tokens), r.Name)
@@ -111,5 +120,24 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descReplicas, prometheus.GaugeValue, float64(len(st.Replicas)))
 	ch <- prometheus.MustNewConstMetric(descMemory, prometheus.GaugeValue, float64(st.Memory))
-	ch <- prometheus.MustNewConstMetric(descPolicy, prometheus.GaugeValue, 1, st.Policy)
+	policies := []string{st.Policy}
+	for _, p := range st.Pools {
+		if p.Replicas > 0 && !slices.Contains(policies, p.Policy) {
+			policies = append(policies, p.Policy)
+		}
+	}
+	for _, p := range policies {
+		ch <- prometheus.MustNewConstMetric(descPolicy, prometheus.GaugeValue, 1, p)
+	}
+}
+
+// decisionObserver is the decision histogram of a pool's label, looked up
+// once per pool (a request then observes without a label lookup).
+func (r *Router) decisionObserver(p *pool.Pool) prometheus.Observer {
+	if o, ok := r.decisionObs.Load(p); ok {
+		return o.(prometheus.Observer)
+	}
+	o := r.metrics.decision.WithLabelValues(p.Label())
+	r.decisionObs.Store(p, o)
+	return o
 }

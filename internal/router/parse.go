@@ -56,6 +56,9 @@ type parsed struct {
 	tokens    int    // prompt token ids given directly (token-array prompts)
 	maxTokens int    // requested output, or the default
 	stream    bool
+	// model is the body's "model" ("" when absent or null; the llama.cpp
+	// /completion names none): it picks the pool (issue 23).
+	model string
 	// blocks are the prompt's chained block hashes (the prefix index's
 	// input), from the hasher parseRequest was given; firstUser is the
 	// first user message (chat) or the prompt's start.
@@ -131,6 +134,12 @@ func parseJSON(kind apiKind, h http.Header, body []byte, rules *keyRules, hs *pr
 	}
 	if err := p.parseOutput(kind, top, rules); err != nil {
 		return p, err
+	}
+	if kind != kindCompletion {
+		var err error
+		if p.model, err = optString(top, "model"); err != nil {
+			return p, err
+		}
 	}
 	var startKey string // the key of the conversation's start
 	var err error
@@ -310,6 +319,19 @@ func optBool(top map[string]json.RawMessage, name string) (bool, error) {
 		return false, badRequest("%s: must be true or false", name)
 	}
 	return b, nil
+}
+
+// optString reads a string member; absent or null is "".
+func optString(top map[string]json.RawMessage, name string) (string, error) {
+	raw, ok := top[name]
+	if !ok || isNull(raw) {
+		return "", nil
+	}
+	var v string
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return "", badRequest("%s: must be a string", name)
+	}
+	return v, nil
 }
 
 func isNull(raw json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(raw), []byte("null")) }

@@ -12,8 +12,8 @@ import (
 // The fast path of an OpenAI chat request (POST /v1/chat/completions): one
 // pass over the body with the scanner (jsonscan.go) reads exactly what
 // parseJSON reads — the messages' roles and texts, stream, the output
-// length fields, the body's conversation field and whether stream_options
-// is there — without a generic tree, and feeds the conversation
+// length fields, the model, the body's conversation field and whether
+// stream_options is there — without a generic tree, and feeds the conversation
 // accumulator once the whole body proved valid. A body it does not handle
 // (malformed, a member named only up to case like "Stream", a duplicated
 // member, a non-ASCII key, a value of an unexpected type, a limit crossed)
@@ -32,18 +32,20 @@ type fastChat struct {
 	max       [3]int // n_predict, max_tokens, max_completion_tokens, when set
 	maxSet    [3]bool
 	key       string // the body's conversation field, when a string
+	model     string // the model asked for, when a string
 	streamOpt bool   // a stream_options member is there
 }
 
 // chatMembers are the top-level members the fast path reads, by name; the
 // order of the three length fields is maxTokens's.
-var chatMembers = [...]string{"n_predict", "max_tokens", "max_completion_tokens", "messages", "stream", "stream_options"}
+var chatMembers = [...]string{"n_predict", "max_tokens", "max_completion_tokens", "messages", "stream", "stream_options", "model"}
 
 const (
 	memberMessages = 3
 	memberStream   = 4
 	memberOptions  = 5
-	memberBodyKey  = 6 // rules.bodyField
+	memberModel    = 6
+	memberBodyKey  = 7 // rules.bodyField
 )
 
 var fastChats = sync.Pool{New: func() any { return new(fastChat) }}
@@ -66,7 +68,7 @@ func parseChatFast(h http.Header, body []byte, rules *keyRules, hs *prefix.Hashe
 		c.seen&(1<<memberMessages) == 0 || len(c.msgs) == 0 {
 		return p, false
 	}
-	p.stream, p.streamOptsAbsent = c.stream, !c.streamOpt
+	p.stream, p.streamOptsAbsent, p.model = c.stream, !c.streamOpt, c.model
 	if p.maxTokens, ok = c.maxTokens(rules.defaultMax, rules.maxOutput); !ok {
 		return p, false
 	}
@@ -120,12 +122,19 @@ func (c *fastChat) member(s *reqScanner, key []byte, bodyField string) bool {
 	case memberOptions:
 		c.streamOpt = true
 		return s.skip()
-	case memberBodyKey:
+	case memberBodyKey, memberModel:
 		if s.peek() == 'n' {
 			return s.literal("null")
 		}
-		var ok bool
-		c.key, ok = s.str()
+		if s.peek() != '"' {
+			return false // parseJSON names the field
+		}
+		v, ok := s.str()
+		if i == memberModel {
+			c.model = v
+		} else {
+			c.key = v
+		}
 		return ok
 	}
 	if s.peek() == 'n' {

@@ -56,7 +56,7 @@ func errText(err error) string {
 func sameParse(a, b parsed) bool {
 	return a.key == b.key && a.keySource == b.keySource && a.turn == b.turn && a.chars == b.chars &&
 		a.tokens == b.tokens && a.maxTokens == b.maxTokens && a.stream == b.stream &&
-		a.firstUser == b.firstUser && slices.Equal(a.blocks, b.blocks)
+		a.firstUser == b.firstUser && a.model == b.model && slices.Equal(a.blocks, b.blocks)
 }
 
 // fastBodies are chat bodies the fast path must take itself.
@@ -74,6 +74,10 @@ var fastBodies = []string{
 	`{"messages":[{"role":"developer","content":"d"},{"role":"user","content":"q"},{"role":"assistant","content":"a"},{"role":"user","content":"q2"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{}}}}],"temperature":0.7e-1,"top_p":1,"stop":["\n"],"logit_bias":{"1":-100}}`,
 	`{"messages":[{"role":"us\u0065r","content":"escaped role"}]}`,
 	"{\"messages\":[{\"role\":\"user\",\"content\":\"bad utf8 \xff\xfe here\"}]}",
+	`{"model":null,"messages":[{"role":"user","content":"x"}]}`,
+	`{"messages":[{"role":"user","content":"x"}],"model":"sql-l\u006fra"}`,
+	`{"messages":[{"role":"user","content":"x"}],"model":""}`,
+	`{"messages":[{"role":"user","content":"x"}],"model":"llamä-3"}`,
 }
 
 // slowBodies are bodies the fast path must decline (parseJSON reads them,
@@ -97,6 +101,8 @@ var slowBodies = []string{
 	`{"messages":[{"role":"user","content":"x"}],"max_tokens":99999}`,
 	`{"messages":[{"role":"user","content":"x"}],"max_tokens":123456789012345678901234}`,
 	`{"messages":[{"role":"user","content":"x"}],"user":5}`,
+	`{"messages":[{"role":"user","content":"x"}],"model":5}`, `{"messages":[{"role":"user","content":"x"}],"model":["a"]}`,
+	`{"model":"a","messages":[{"role":"user","content":"x"}],"model":"b"}`, `{"Model":"a","messages":[{"role":"user","content":"x"}]}`,
 	`{"messages":[{"role":"user","content":"x"}],"\u00b5":1}`,
 	`{"messages":[{"role":"user","content":"x"}],"a":01}`, `{"messages":[{"role":"user","content":"x"}],"a":-}`,
 	`{"messages":[{"role":"user","content":"x"}],"a":tru}`, `{"messages":[{"role":"user","content":"x\q"}]}`,

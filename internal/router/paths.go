@@ -64,6 +64,9 @@ func (r *Router) newFlight(ctx context.Context, kind apiKind, req *http.Request,
 		f.pol = policy.Least{}
 		f.p.keySource = "none"
 		f.in = state.Input{Hash: xxhash.Sum64(body)}
+		if err := r.resolve(f, bodyModel(body)); err != nil {
+			return nil, err
+		}
 		return f, nil
 	}
 	p, err := parseRequest(kind, req.Header, body, &r.rules, hs)
@@ -73,18 +76,22 @@ func (r *Router) newFlight(ctx context.Context, kind apiKind, req *http.Request,
 	f.p = p
 	f.in = state.Input{Key: p.key, Hash: ring.HashString(p.key), Chars: p.chars, Tokens: p.tokens, MaxTokens: p.maxTokens,
 		Blocks: p.blocks, FirstUser: p.firstUser}
+	if err := r.resolve(f, p.model); err != nil {
+		return nil, err
+	}
 	if err := f.prepareStream(); err != nil {
 		return nil, err
 	}
 	return f, nil
 }
 
-// route picks the flight's replica with its policy, skipping exclude.
+// route picks the flight's replica in its pool with its policy, skipping
+// exclude.
 func (r *Router) route(f *flight, now int64, exclude ...string) (state.Ticket, policy.Decision, error) {
 	if f.pol != nil {
-		return r.table.RouteWith(f.pol, f.in, now, exclude...)
+		return f.table().RouteWith(f.pol, f.in, now, exclude...)
 	}
-	return r.table.Route(f.in, now, exclude...)
+	return f.table().Route(f.in, now, exclude...)
 }
 
 // Model list: how long a merged answer is reused, and how long the router
@@ -143,7 +150,7 @@ func (r *Router) serveModels(w http.ResponseWriter, req *http.Request, c *models
 	c.mu.Unlock()
 
 	var urls []string
-	for _, rep := range r.table.Status().Replicas {
+	for _, rep := range r.view().Replicas {
 		if rep.Healthy {
 			urls = append(urls, rep.URL)
 		}
@@ -180,7 +187,8 @@ func (r *Router) serveModels(w http.ResponseWriter, req *http.Request, c *models
 			refusal = a
 		}
 	}
-	if len(lists) == 0 {
+	pooled := c.spec.upstream == wire.PathModels && len(r.pools.Models()) > 0
+	if len(lists) == 0 && !pooled {
 		if refusal != nil {
 			writeRaw(w, refusal.status, refusal.body)
 			return
@@ -188,7 +196,13 @@ func (r *Router) serveModels(w http.ResponseWriter, req *http.Request, c *models
 		r.fail(w, &httpError{http.StatusServiceUnavailable, wire.ErrTypeUnavailable, "no replica answered GET " + c.spec.upstream})
 		return
 	}
-	merged, err := mergeModels(c.spec.merge, lists, r.log)
+	merged, err := []byte(`{"object":"list","data":[]}`), error(nil)
+	if len(lists) > 0 {
+		merged, err = mergeModels(c.spec.merge, lists, r.log)
+	}
+	if err == nil && pooled {
+		merged, err = r.poolModels(merged)
+	}
 	if err != nil {
 		r.fail(w, &httpError{http.StatusBadGateway, wire.ErrTypeServer, err.Error()})
 		return

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/llm-ring/llm-ring/internal/policy"
+	"github.com/llm-ring/llm-ring/internal/pool"
 	"github.com/llm-ring/llm-ring/internal/prefix"
 	"github.com/llm-ring/llm-ring/internal/state"
 	"github.com/llm-ring/llm-ring/internal/wire"
@@ -28,6 +29,8 @@ type flight struct {
 	kind   apiKind
 	path   string        // the request's path, as logged
 	pol    policy.Policy // routes with this policy instead of the configured one (nil: configured)
+	pool   *pool.Pool    // the pool its model resolved to (issue 23; pools.go)
+	model  string        // the model sent upstream ("" the request named none and none applied)
 	in     state.Input
 	p      parsed
 	body   []byte
@@ -115,7 +118,7 @@ func (r *Router) serveProxied(w http.ResponseWriter, req *http.Request) {
 	if r.adm != nil {
 		r.adm.routed(f.adm) // charged to the table (or refused): no longer pending
 	}
-	r.metrics.decision.Observe(time.Since(t0).Seconds())
+	r.decisionObserver(f.pool).Observe(time.Since(t0).Seconds())
 	if err != nil {
 		r.fail(w, &httpError{http.StatusServiceUnavailable, wire.ErrTypeUnavailable, "no ready replica to serve the request"})
 		return
@@ -239,7 +242,7 @@ func (r *Router) settle(f *flight, out state.Outcome, now time.Time) {
 			out.TTFT = f.obs.first.Sub(f.start)
 		}
 	}
-	f.fb = r.table.Release(&f.ticket, out, now.UnixNano())
+	f.fb = f.table().Release(&f.ticket, out, now.UnixNano())
 	f.out, f.held = out, false
 	r.flushCluster()
 }

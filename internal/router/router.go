@@ -31,7 +31,7 @@ import (
 	"github.com/llm-ring/llm-ring/internal/cluster"
 	"github.com/llm-ring/llm-ring/internal/config"
 	"github.com/llm-ring/llm-ring/internal/discovery"
-	"github.com/llm-ring/llm-ring/internal/policy"
+	"github.com/llm-ring/llm-ring/internal/pool"
 	"github.com/llm-ring/llm-ring/internal/prefix"
 	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/signals"
@@ -62,23 +62,26 @@ type Options struct {
 
 // Router is the HTTP router. It is an http.Handler.
 type Router struct {
-	cfg     *config.Router
-	log     *slog.Logger
-	table   *state.Table
-	reg     *prometheus.Registry
-	metrics *metrics
-	proxy   *httputil.ReverseProxy
-	base    http.RoundTripper
-	rules   keyRules
-	mux     *http.ServeMux
-	budget  bodyBudget
+	cfg   *config.Router
+	log   *slog.Logger
+	pools *pool.Set   // one routing table per model served (issue 23; pools.go)
+	pcfg  pool.Config // the models section pools was built from
+	// decisionObs is each pool's llm_ring_decision_seconds series
+	// (*pool.Pool -> prometheus.Observer).
+	decisionObs sync.Map
+	table       *state.Table // the catch-all pool's: every replica's without model lists (legacy)
+	reg         *prometheus.Registry
+	metrics     *metrics
+	proxy       *httputil.ReverseProxy
+	base        http.RoundTripper
+	rules       keyRules
+	mux         *http.ServeMux
+	budget      bodyBudget
 
-	hashers  sync.Pool        // *prefix.Hasher, one per request in flight
-	scraper  *signals.Scraper // the replicas' /metrics; nil when signals.interval is 0
-	health   healthNotes      // what the health checks found wrong with the configuration
-	mu       sync.Mutex       // guards policy settings (admin API)
-	name     string
-	settings policy.Settings
+	hashers sync.Pool        // *prefix.Hasher, one per request in flight
+	scraper *signals.Scraper // the replicas' /metrics; nil when signals.interval is 0
+	health  healthNotes      // what the health checks found wrong with the configuration
+	mu      sync.Mutex       // serializes policy changes (admin API)
 
 	draining atomic.Bool // readiness fails: Serve is shutting down
 	// Every proxied request's context ends with flights: Serve cancels it
@@ -105,22 +108,15 @@ func New(opts Options) (*Router, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	pol, err := cfg.NewPolicy()
-	if err != nil {
-		return nil, err
-	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	r := &Router{
-		cfg:      cfg,
-		log:      log,
-		table:    state.New(cfg.StateConfig(), pol),
-		reg:      prometheus.NewRegistry(),
-		base:     opts.Transport,
-		name:     cfg.Policy,
-		settings: policy.SettingsOf(pol),
+		cfg:  cfg,
+		log:  log,
+		reg:  prometheus.NewRegistry(),
+		base: opts.Transport,
 		rules: keyRules{
 			headers:     cfg.ConversationKey.Headers,
 			bodyField:   cfg.ConversationKey.BodyField,
@@ -130,13 +126,22 @@ func New(opts Options) (*Router, error) {
 			maxOutput:   cfg.MaxOutputTokens,
 		},
 	}
+	pcfg, err := r.poolConfig()
+	if err != nil {
+		return nil, err
+	}
+	r.pcfg = pcfg
+	if r.pools, err = pool.New(pcfg, r.newTable); err != nil {
+		return nil, fmt.Errorf("models.%w", err)
+	}
+	r.table = r.pools.Pool("").Table()
 	r.flights, r.stopFlights = context.WithCancel(context.Background())
 	r.budget.sem, r.budget.wait = semaphore.NewWeighted(cfg.Server.MaxBufferedBodyBytes), cfg.Server.MaxBufferedBodyWait.D()
 	if r.base == nil {
 		r.base = newTransport(cfg)
 	}
 	r.hashers.New = func() any { return new(prefix.Hasher) }
-	r.metrics = newMetrics(r.reg, r.table, &r.budget)
+	r.metrics = newMetrics(r.reg, r, &r.budget)
 	if r.scraper, err = r.newScraper(); err != nil {
 		return nil, err
 	}
@@ -207,8 +212,13 @@ func newTransport(cfg *config.Router) *http.Transport {
 // ServeHTTP implements http.Handler.
 func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) { r.mux.ServeHTTP(w, req) }
 
-// Table is the routing state (for tests and the experiment runner).
+// Table is the catch-all pool's routing state: with no models configured
+// or discovered, the whole router's (for tests, the experiment runner and
+// the endpoint picker, which drive one pool).
 func (r *Router) Table() *state.Table { return r.table }
+
+// Pools is the router's pools by model (issue 23).
+func (r *Router) Pools() *pool.Set { return r.pools }
 
 // Registry is the router's Prometheus registry.
 func (r *Router) Registry() *prometheus.Registry { return r.reg }
@@ -222,16 +232,26 @@ func (r *Router) SetReplicas(rs []replicaset.Replica) {
 			urls[x.URL] = u
 		}
 	}
-	if !r.table.SetReplicas(rs) {
+	rs = replicaset.Normalize(rs)
+	changed, err := r.pools.SetReplicas(rs)
+	if err != nil {
+		r.log.Error("replicas_rejected", slog.String("error", err.Error()))
 		return
 	}
 	r.urls.Store(&urls)
+	if len(changed) == 0 {
+		return
+	}
 	r.scrapeTargets()
 	names := make([]string, len(rs))
-	for i, x := range replicaset.Normalize(rs) {
+	for i, x := range rs {
 		names[i] = x.Name
 	}
-	r.log.Info("replicas_changed", slog.Int("count", len(names)), slog.Any("replicas", names))
+	attrs := []any{slog.Int("count", len(names)), slog.Any("replicas", names)}
+	if len(changed) > 1 || changed[0] != "" {
+		attrs = append(attrs, slog.Any("models", changed))
+	}
+	r.log.Info("replicas_changed", attrs...)
 }
 
 // baseURL is a replica's URL, parsed once per membership change (nil: it
@@ -333,6 +353,10 @@ func (r *Router) newServer(h http.Handler) *http.Server {
 
 // fail answers a request the router refuses itself.
 func (r *Router) fail(w http.ResponseWriter, err error) {
+	if e := unknownModel(err); e != nil {
+		r.writeModelNotFound(w, e)
+		return
+	}
 	var he *httpError
 	if !errors.As(err, &he) {
 		he = &httpError{http.StatusInternalServerError, wire.ErrTypeServer, err.Error()}

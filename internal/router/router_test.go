@@ -557,7 +557,7 @@ func TestMetricsGolden(t *testing.T) {
 	// the third request to be counted, and its body let go (just after),
 	// before comparing.
 	deadline := time.Now().Add(5 * time.Second)
-	for (testutil.ToFloat64(h.rt.metrics.requests.WithLabelValues("consistent", "llm-0", "home", "200")) < 3 || h.rt.budget.held.Load() != 0) &&
+	for (testutil.ToFloat64(h.rt.metrics.requests.WithLabelValues("consistent", "llm-0", "home", "200", "")) < 3 || h.rt.budget.held.Load() != 0) &&
 		time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}

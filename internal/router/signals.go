@@ -4,13 +4,14 @@ import (
 	"time"
 
 	"github.com/llm-ring/llm-ring/internal/policy"
+	"github.com/llm-ring/llm-ring/internal/pool"
 	"github.com/llm-ring/llm-ring/internal/signals"
-	"github.com/llm-ring/llm-ring/internal/state"
 )
 
-// tableSink feeds the replicas' own signals into the routing state, where
-// policies read them as Row.Reported.
-type tableSink struct{ t *state.Table }
+// tableSink feeds the replicas' own signals into the routing state of
+// every pool holding the replica, where policies read them as
+// Row.Reported.
+type tableSink struct{ t *pool.Set }
 
 var _ signals.Sink = tableSink{}
 
@@ -25,6 +26,9 @@ func (s tableSink) Report(name string, sm signals.Sample, ok bool, at time.Time)
 		}
 		if r.HasKV = sm.HasKV; r.HasKV {
 			r.KVUse = sm.KVUse
+		}
+		if a := sm.Adapters; a != nil {
+			r.Adapters = policy.Adapters{Running: a.Running, Waiting: a.Waiting, Max: a.Max, Has: true}
 		}
 	}
 	s.t.SetReported(name, r)
@@ -52,7 +56,7 @@ func (r *Router) newScraper() (*signals.Scraper, error) {
 		return nil, err
 	}
 	return signals.New(signals.Config{Interval: c.Interval.D(), Timeout: c.Timeout.D(), Path: c.Path, Mapping: m},
-		tableSink{r.table}, r.reg, r.log)
+		tableSink{r.pools}, r.reg, r.log)
 }
 
 // scrapeTargets tells the scraper the current replica set, each replica
@@ -62,7 +66,7 @@ func (r *Router) scrapeTargets() {
 	if r.scraper == nil {
 		return
 	}
-	st := r.table.Status()
+	st := r.view()
 	ts := make([]signals.Target, 0, len(st.Replicas))
 	for _, x := range st.Replicas {
 		name := r.cfg.MetricsPreset(x.Engine)

@@ -184,7 +184,7 @@ func (c *reportedCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *reportedCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, x := range c.r.table.Status().Replicas {
+	for _, x := range c.r.view().Replicas {
 		rep := x.Reported
 		if rep.HasQueue {
 			ch <- prometheus.MustNewConstMetric(descReported, prometheus.GaugeValue, rep.Running, x.Name, "running")

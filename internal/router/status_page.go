@@ -51,6 +51,7 @@ type StatusInfo struct {
 	Inflight         int64            `json:"inflight"`
 	PlacementEntries int              `json:"placement_entries"`
 	Replicas         []ReplicaInfo    `json:"replicas"`
+	Pools            []PoolInfo       `json:"pools,omitempty"` // by model (issue 23): absent with the catch-all alone
 	IntervalSeconds  int              `json:"interval_seconds"`
 	History          []StatusInterval `json:"history"`   // oldest first
 	Requests         int              `json:"requests"`  // recorded since start
@@ -96,19 +97,15 @@ type DecisionInfo struct {
 }
 
 func (r *Router) statusInfo(now time.Time) StatusInfo {
-	st := r.table.Status()
+	st := r.view()
 	out := StatusInfo{Now: now, Policy: st.Policy, Draining: r.draining.Load(), Inflight: r.inflight.Load(),
 		PlacementEntries: st.Memory, Replicas: []ReplicaInfo{}, IntervalSeconds: int(statusBucket / time.Second),
 		Cluster: r.clusterStatus(), Admission: r.admissionInfo(now)}
-	peer := r.table.PeerLoad()
-	for i, x := range st.Replicas {
-		ri := ReplicaInfo{Name: x.Name, URL: x.URL, InflightRequests: x.Load.Requests, InflightTokens: x.Load.Tokens,
-			RingShare: x.RingShare, Healthy: x.Healthy}
-		if i < len(peer) {
-			ri.PeerInflightRequests, ri.PeerInflightTokens = peer[i].Requests, peer[i].Tokens
-		}
-		ri.Reported, ri.Speed = replicaSignals(x.Reported, x.Speed, now)
-		out.Replicas = append(out.Replicas, ri)
+	if len(st.Pools) > 1 {
+		out.Pools = st.Pools
+	}
+	for _, x := range st.Replicas {
+		out.Replicas = append(out.Replicas, replicaInfo(&x, now))
 	}
 	recs, ivs := r.status.snapshot(now)
 	r.status.mu.Lock()

@@ -9,8 +9,6 @@ package rules
 const offenders = `
 # house: none left
 # engine
-cmd/llm-ring/sim.go cmdSim 98
-cmd/llm-ring/sim.go parseSimFlags 234
 internal/analysis/arena.go 607
 internal/analysis/arena_charts.go paretoPlot 96
 internal/analysis/charts.go barPanel 86

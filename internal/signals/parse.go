@@ -40,6 +40,20 @@ type Sample struct {
 	KVUse   float64 // KV-cache use, 0..1, the fullest of the replica's engines
 
 	HasRunning, HasWaiting, HasKV bool
+
+	// Adapters is the replica's LoRA adapters (vLLM's
+	// vllm:lora_requests_info); nil when it reports none. A pointer keeps
+	// Sample comparable.
+	Adapters *Adapters
+}
+
+// Adapters is what a replica says of its LoRA adapters: the ones resident
+// and serving (running), the ones requests wait for, and its adapter
+// slots (vLLM --max-loras; 0 unknown).
+type Adapters struct {
+	Running []string
+	Waiting []string
+	Max     int
 }
 
 // Mapping says which metric families give which signal. Each signal lists
@@ -57,6 +71,11 @@ type Mapping struct {
 	Running []string `json:"running"`
 	Waiting []string `json:"waiting"`
 	KVUse   []string `json:"kv_use"`
+	// Adapters names info families of the LoRA adapters (vLLM's
+	// vllm:lora_requests_info: a gauge whose value is the time it was set,
+	// with the labels max_lora, running_lora_adapters and
+	// waiting_lora_adapters, comma-separated); the newest series is read.
+	Adapters []string `json:"adapters,omitempty"`
 	// KVScale multiplies the KV family's value to give 0..1: 1 for every
 	// preset (all three engines report a fraction), 0.01 for a family in
 	// percent.
@@ -84,10 +103,11 @@ var presets = map[string]Mapping{
 	// vLLM (V1 engine): kv_cache_usage_perc is a fraction 0..1 despite its
 	// name; vLLM before 0.9 exported the same value as gpu_cache_usage_perc.
 	PresetVLLM: {
-		Running: []string{"vllm:num_requests_running"},
-		Waiting: []string{"vllm:num_requests_waiting"},
-		KVUse:   []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"},
-		KVScale: 1,
+		Running:  []string{"vllm:num_requests_running"},
+		Waiting:  []string{"vllm:num_requests_waiting"},
+		KVUse:    []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"},
+		KVScale:  1,
+		Adapters: []string{"vllm:lora_requests_info"},
 	},
 	// SGLang: token_usage is used tokens / KV pool size, 0..1.
 	PresetSGLang: {
@@ -121,6 +141,7 @@ func (m Mapping) clone() Mapping {
 	m.Running = append([]string(nil), m.Running...)
 	m.Waiting = append([]string(nil), m.Waiting...)
 	m.KVUse = append([]string(nil), m.KVUse...)
+	m.Adapters = append([]string(nil), m.Adapters...)
 	return m
 }
 
@@ -136,6 +157,9 @@ func (m Mapping) With(o Mapping) Mapping {
 	}
 	if len(o.KVUse) > 0 {
 		m.KVUse = append([]string(nil), o.KVUse...)
+	}
+	if len(o.Adapters) > 0 {
+		m.Adapters = append([]string(nil), o.Adapters...)
 	}
 	if o.KVScale != 0 {
 		m.KVScale = o.KVScale
@@ -157,6 +181,7 @@ func (m Mapping) Validate(prefix string) error {
 	names("running", m.Running)
 	names("waiting", m.Waiting)
 	names("kv_use", m.KVUse)
+	names("adapters", m.Adapters)
 	if len(m.Running)+len(m.Waiting)+len(m.KVUse) == 0 {
 		errs = append(errs, fmt.Errorf("%s: maps no signal (set running, waiting or kv_use)", prefix))
 	}
@@ -205,6 +230,9 @@ func parse(p *expfmt.TextParser, r io.Reader, m Mapping) (Sample, error) {
 			return Sample{}, fmt.Errorf("KV-cache use %g is above 1 after kv_scale %g: is the family in percent?", s.KVUse, m.KVScale)
 		}
 		s.KVUse = min(s.KVUse, 1)
+	}
+	if s.Adapters, err = adapters(fams, m.Adapters); err != nil {
+		return Sample{}, err
 	}
 	return s, nil
 }

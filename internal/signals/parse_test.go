@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -362,4 +363,42 @@ func BenchmarkParse(b *testing.B) {
 		}
 		b.ReportMetric(float64(cpuTime(b)-cpu)/float64(b.N), "cpu-ns/op")
 	})
+}
+
+// TestParseAdapters: vllm:lora_requests_info gives the newest series'
+// adapters (comma-separated labels, blanks dropped) and max_lora; absent,
+// it gives nil; a family of the wrong type is an error.
+func TestParseAdapters(t *testing.T) {
+	m := mustPreset(t, "vllm")
+	expo := `# HELP vllm:lora_requests_info Running stats on lora requests.
+# TYPE vllm:lora_requests_info gauge
+vllm:lora_requests_info{max_lora="4",running_lora_adapters="sql-lora",waiting_lora_adapters=""} 1.7330e+09
+vllm:lora_requests_info{max_lora="4",running_lora_adapters="sql-lora, chat-lora",waiting_lora_adapters="tl-lora"} 1.7331e+09
+vllm:lora_requests_info{max_lora="4",running_lora_adapters="",waiting_lora_adapters=""} 1.7329e+09
+vllm:num_requests_running 2
+`
+	s, err := Parse(strings.NewReader(expo), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Adapters{Running: []string{"sql-lora", "chat-lora"}, Waiting: []string{"tl-lora"}, Max: 4}
+	if s.Adapters == nil || !reflect.DeepEqual(*s.Adapters, want) || s.Running != 2 || !s.HasRunning {
+		t.Fatalf("got %+v (adapters %+v), want adapters %+v", s, s.Adapters, want)
+	}
+	// Nothing running: empty lists, max unknown when not a number.
+	s, err = Parse(strings.NewReader(`vllm:lora_requests_info{max_lora="x",running_lora_adapters="",waiting_lora_adapters=""} 5`+"\n"), m)
+	if err != nil || s.Adapters == nil || !reflect.DeepEqual(*s.Adapters, Adapters{}) {
+		t.Fatalf("idle: %+v, %v", s.Adapters, err)
+	}
+	if s, err := parseFile(t, "vllm.prom", m); err != nil || s.Adapters != nil {
+		t.Fatalf("no LoRA family: %+v, %v", s.Adapters, err)
+	}
+	_, err = Parse(strings.NewReader("# TYPE vllm:lora_requests_info counter\nvllm:lora_requests_info 1\n"), m)
+	if err == nil || !strings.Contains(err.Error(), "vllm:lora_requests_info") {
+		t.Fatalf("counter: %v", err)
+	}
+	if err := (Mapping{Running: []string{"a"}, Adapters: []string{""}}).Validate("signals.mapping"); err == nil ||
+		!strings.Contains(err.Error(), "signals.mapping.adapters[0]") {
+		t.Fatalf("validate: %v", err)
+	}
 }

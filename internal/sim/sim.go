@@ -177,7 +177,11 @@ func Run(ctx context.Context, spec Spec, rows RowWriter) (Result, error) {
 }
 
 func newSim(spec *Spec, rows RowWriter) (*sim, error) {
-	pol, err := NewPolicy(spec.Policy, &spec.Router)
+	// Settings that are engine facts (slots, cache capacity, speed priors)
+	// come from the replicas' model unless the configuration gives them.
+	rc := spec.Router
+	rc.Facts = spec.Model.Facts()
+	pol, err := NewPolicy(spec.Policy, &rc)
 	if err != nil {
 		return nil, err
 	}

@@ -1,8 +1,8 @@
 package state
 
 import (
+	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/llm-ring/llm-ring/internal/policy"
@@ -38,15 +38,16 @@ import (
 //
 // Spill (an addition to the scorer's order): a hot adapter resident on one
 // replica would otherwise take all its traffic there, whatever the load,
-// since a free slot elsewhere is a worse tier. When every resident replica
-// is over AdapterSpill times the mean load (requests in flight, as
-// bounded-load hashing caps a ring home), the free-slot replicas join the
-// pick: the adapter loads on a second replica instead of queueing there,
+// since a free slot elsewhere is a worse tier. When one more request would
+// put every resident replica over the spill cap, ⌈Config.AdapterSpill ×
+// the mean requests in flight of the allowed replicas (this one counted)⌉,
+// as bounded-load hashing caps a ring home, the free-slot replicas join the
+// pick: the adapter loads on another replica instead of queueing there,
 // and never by evicting an adapter in use.
 const (
 	AdapterTTL    = 60 * time.Second
 	AdapterMemory = 8
-	AdapterSpill  = 2.0
+	AdapterSpill  = 1.5 // Config.AdapterSpill's default
 )
 
 // Adapter tiers (Ticket.AdapterTier); 0: no adapter, or affinity off.
@@ -138,10 +139,17 @@ func (t *Table) restrictAdapter(v *policy.View, adapter string, now int64) {
 }
 
 // residentFull reports whether every resident replica is over the spill
-// cap: one more request would put it above AdapterSpill times the mean
-// load of the allowed replicas (requests in flight, this one counted).
+// cap: one more request would put it above ⌈spill × the mean load of the
+// allowed replicas⌉ (requests in flight, this one counted).
 func (t *Table) residentFull(v *policy.View, allowed, sum int64) bool {
-	limit := AdapterSpill * float64(sum+1) / float64(allowed)
+	spill := t.cfg.AdapterSpill
+	switch {
+	case spill < 0:
+		return false // never spill: the tiers strictly
+	case spill == 0:
+		spill = AdapterSpill
+	}
+	limit := math.Ceil(spill * float64(sum+1) / float64(allowed))
 	for i, tier := range t.tiers[:len(t.snap.names)] {
 		if tier == TierResident && float64(v.Rows[i].Load.Requests+1) <= limit {
 			return false
@@ -175,8 +183,9 @@ func (t *Table) adapterRouted(id uint32, adapter string, maxSlots int, now int64
 	if idle >= bound && oldest >= 0 {
 		list = slices.Delete(list, oldest, oldest+1)
 	}
-	// A copy of the name: the request's string may pin its whole body.
-	t.adapters[id] = append(list, adapterUse{name: strings.Clone(adapter), inflight: 1, last: now})
+	// The name is kept as given (no copy, no allocation): pool.Route.Adapter
+	// is the pool set's own string, not a piece of the request.
+	t.adapters[id] = append(list, adapterUse{name: adapter, inflight: 1, last: now})
 }
 
 // adapterReleased ends one of tk's requests in its replica's memory. t.mu
@@ -195,4 +204,12 @@ func (t *Table) adapterReleased(tk *Ticket, now int64) {
 func (t *Table) forgetAdapters(id uint32) {
 	clear(t.adapters[id])
 	t.adapters[id] = t.adapters[id][:0]
+}
+
+// resetAdapters forgets the idle adapters of every replica (Reset); those
+// with requests in flight stay, as in-flight load does. t.mu is held.
+func (t *Table) resetAdapters() {
+	for id, list := range t.adapters {
+		t.adapters[id] = slices.DeleteFunc(list, func(e adapterUse) bool { return e.inflight == 0 })
+	}
 }

@@ -16,7 +16,7 @@ func adapterTable(t testing.TB, affinity bool, names ...string) *Table {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb := New(Config{VirtualNodes: 16, CharsPerToken: 4, MaxEntries: 100, TTL: time.Minute, AdapterAffinity: affinity}, p)
+	tb := New(Config{VirtualNodes: 16, CharsPerToken: 4, MaxEntries: 4096, TTL: time.Minute, AdapterAffinity: affinity}, p)
 	tb.SetReplicas(replicas(names...))
 	return tb
 }
@@ -56,8 +56,8 @@ func load(t *testing.T, tb *Table, name string, n int) {
 //	d: y, z running (full)            → 4 must evict
 //
 // Least-loaded alone would pick d, the only idle one (a, b, c have one
-// request in flight each: a stays under the spill cap, 2 × 4/4 = 2 with
-// this request): each step excludes the best one left (as a failover does)
+// request in flight each: a stays under the spill cap, ⌈1.5 × 4/4⌉ = 2
+// with this request): each step excludes the best one left (as a failover does)
 // and gets the next tier, never d while another exists.
 func TestAdapterTiers(t *testing.T) {
 	tb := adapterTable(t, true, "a", "b", "c", "d")
@@ -96,23 +96,30 @@ func TestAdapterTiers(t *testing.T) {
 	}
 }
 
-// TestAdapterSpill: a resident replica over the spill cap (AdapterSpill ×
-// the mean requests in flight, this one counted) lets the free-slot
-// replicas join the pick; never one that must evict.
-//
-//	a: x resident, b: a free slot, c: full (evict)
-//	loads 1 1 0: cap 2 × (2+1)/3 = 2, a would have 2 → a (resident)
-//	loads 4 1 0: cap 2 × (5+1)/3 = 4, a would have 5 → b (free slot; c is idle but full)
+// TestAdapterSpill: when one more request would put every resident
+// replica over the spill cap, ⌈spill × the mean requests in flight (this
+// one counted)⌉, the free-slot replicas join the pick; never one that must
+// evict. Replicas a (x resident), b (a free slot), c (full: evict):
 func TestAdapterSpill(t *testing.T) {
 	for _, tt := range []struct {
+		name         string
+		spill        float64
 		loadA, loadB int
 		want         string
 		tier         int
 	}{
-		{1, 1, "a", TierResident},
-		{4, 1, "b", TierFreeSlot},
+		// cap ⌈1.5 × (2+1)/3⌉ = 2, a would have 2: stays.
+		{"under the cap", 0, 1, 1, "a", TierResident},
+		// cap ⌈1.5 × (5+1)/3⌉ = 3, a would have 5: b (c is idle but full).
+		{"over the cap", 0, 4, 1, "b", TierFreeSlot},
+		// cap ⌈2 × 6/3⌉ = 4: still over.
+		{"factor 2", 2, 4, 1, "b", TierFreeSlot},
+		// The tiers strictly: a, however loaded.
+		{"never", -1, 9, 0, "a", TierResident},
 	} {
-		tb := adapterTable(t, true, "a", "b", "c")
+		p, _ := policy.New("least-loaded", nil)
+		tb := New(Config{VirtualNodes: 16, CharsPerToken: 4, MaxEntries: 100, TTL: time.Minute, AdapterAffinity: true, AdapterSpill: tt.spill}, p)
+		tb.SetReplicas(replicas("a", "b", "c"))
 		tb.SetReported("a", adapters(2, []string{"x"}, nil))
 		tb.SetReported("b", adapters(2, nil, nil))
 		tb.SetReported("c", adapters(1, []string{"y"}, nil))
@@ -120,7 +127,17 @@ func TestAdapterSpill(t *testing.T) {
 		load(t, tb, "b", tt.loadB)
 		tk, d, _ := tb.Route(withAdapter("k", "x"), 1)
 		if tk.Replica.Name != tt.want || tk.AdapterTier != tt.tier {
-			t.Errorf("loads a=%d b=%d: x → %s (tier %d), want %s (tier %d)\n%s", tt.loadA, tt.loadB, tk.Replica.Name, tk.AdapterTier, tt.want, tt.tier, d.Format())
+			t.Errorf("%s (a=%d b=%d): x → %s (tier %d), want %s (tier %d)\n%s", tt.name, tt.loadA, tt.loadB, tk.Replica.Name, tk.AdapterTier, tt.want, tt.tier, d.Format())
+		}
+	}
+	// Two replicas, b idle: a takes x until one more would pass
+	// ⌈1.5 × (k+1)/2⌉: with 2 in flight (cap 3) it stays, with 3 (cap 3) b.
+	for k, want := range map[int]string{2: "a", 3: "b"} {
+		tb := adapterTable(t, true, "a", "b")
+		tb.SetReported("a", adapters(2, []string{"x"}, nil))
+		load(t, tb, "a", k)
+		if tk, _, _ := tb.Route(withAdapter("k", "x"), 1); tk.Replica.Name != want {
+			t.Errorf("two replicas, a with %d in flight: x → %s, want %s", k, tk.Replica.Name, want)
 		}
 	}
 }
@@ -170,6 +187,12 @@ func TestAdapterOptimisticMemory(t *testing.T) {
 	late := t0 + 5 + int64(AdapterTTL)*2
 	if tk, _, _ := tb.Route(withAdapter("c4", "x"), late); tk.Replica.Name != "a" || tk.AdapterTier != TierFreeSlot {
 		t.Fatalf("x after the TTL → %s (tier %d), want a (free slot, least loaded)", tk.Replica.Name, tk.AdapterTier)
+	}
+	// Reset (a new experiment run) forgets idle adapters, keeps those in
+	// flight.
+	tb.Reset()
+	if tb.adapterEntry(tb.idOf["b"], "x") != nil || tb.adapterEntry(tb.idOf["a"], "x") == nil {
+		t.Fatal("Reset: want b's idle x forgotten, a's x in flight kept")
 	}
 	// a holds x now (in flight); it leaves and comes back: forgotten.
 	tb.SetReplicas(replicas("b"))
@@ -282,6 +305,23 @@ func TestRouteAllocs(t *testing.T) {
 		if allocs != 0 {
 			t.Errorf("adapter %q: %.1f allocations per route and release, want 0", adapter, allocs)
 		}
+	}
+	// Churn: 12 adapters through 2 remembered slots per replica, entries
+	// dropped and made all the time.
+	tb.SetReported("a", adapters(2, nil, nil))
+	tb.SetReported("c", adapters(2, nil, nil))
+	var churn []Input
+	for i := range 12 {
+		churn = append(churn, withAdapter(fmt.Sprint("k", i), fmt.Sprint("ad", i)))
+	}
+	var i int64
+	allocs := testing.AllocsPerRun(600, func() {
+		i++
+		tk, _, _ := tb.Route(churn[i%12], i)
+		tb.Release(&tk, Outcome{OK: true}, i)
+	})
+	if allocs != 0 {
+		t.Errorf("adapter churn: %.1f allocations per route and release, want 0", allocs)
 	}
 }
 

@@ -46,6 +46,10 @@ type Config struct {
 	// of the best adapter tier (resident, free slot, waiting, must evict;
 	// the llm-d lora-affinity scorer's order). false ignores adapters.
 	AdapterAffinity bool
+	// AdapterSpill is the load factor over which a resident replica lets
+	// free-slot replicas join an adapter's pick (adapters.go); 0: the
+	// default AdapterSpill, < 0: never (the tiers strictly).
+	AdapterSpill float64
 }
 
 // snapshot is an immutable replica set with its ring.
@@ -157,14 +161,16 @@ func (t *Table) Policy() policy.Policy {
 	return t.pol
 }
 
-// Reset forgets placement memory and restarts the round-robin sequence, so
-// that an experiment run starts from the same state as a fresh router.
-// In-flight load is kept (those requests are still running).
+// Reset forgets placement memory (and the adapter memory's idle entries)
+// and restarts the round-robin sequence, so that an experiment run starts
+// from the same state as a fresh router. In-flight load is kept (those
+// requests are still running).
 func (t *Table) Reset() {
 	t.mu.Lock()
 	for _, ix := range t.idx {
 		ix.Reset()
 	}
+	t.resetAdapters()
 	t.seq = 0
 	t.mu.Unlock()
 }
@@ -313,7 +319,9 @@ type Input struct {
 	FirstUser string
 	// Adapter is the LoRA adapter the request asks for ("" none; issue 23):
 	// with Config.AdapterAffinity the pick prefers replicas that have it
-	// resident, then a free adapter slot, then it waiting.
+	// resident, then a free adapter slot, then it waiting (adapters.go).
+	// The table remembers the string as given for a while: pass one that
+	// does not hold a large buffer (pool.Route.Adapter does not).
 	Adapter string
 }
 
