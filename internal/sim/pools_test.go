@@ -101,7 +101,8 @@ func TestPoolsDeterministic(t *testing.T) {
 // (Stats.AdapterLoads, in the run's metrics) within 2 %: a flag is the
 // routing's foresight (not resident, none on its way), and an adapter
 // evicted between routing and the request's start is a load it missed. Every
-// row names the adapter its conversation asked for.
+// row names the adapter its conversation asked for, and its pick's adapter
+// tier (none without affinity).
 func TestPoolsLoadFlagsMatchModel(t *testing.T) {
 	for _, pol := range []string{"round-robin", "llm-aware"} {
 		for _, aff := range []bool{true, false} {
@@ -114,6 +115,9 @@ func TestPoolsLoadFlagsMatchModel(t *testing.T) {
 				}
 				if tag.Load {
 					flags++
+				}
+				if (aff && (tag.Tier < 1 || tag.Tier > 4)) || (!aff && tag.Tier != 0) {
+					t.Fatalf("%s affinity %v: %s picked in adapter tier %d", pol, aff, base, tag.Tier)
 				}
 			}
 			loads := pr.res.Info.Metrics[`sim_adapter_loads_total{model="llama-3.1-8b-instruct"}`]
@@ -170,7 +174,7 @@ func TestPoolsSpecErrors(t *testing.T) {
 }
 
 func TestPoolTagRoundTrip(t *testing.T) {
-	tag := PoolTag{Model: "m", Adapter: "m-lora-01", Load: true}
+	tag := PoolTag{Model: "m", Adapter: "m-lora-01", Load: true, Tier: 2}
 	base, got, ok := ParsePoolTag(tag.Append("stage0@4/1.0") + "#band=0#flow=t0#wait_ms=0.000")
 	if !ok || base != "stage0@4/1.0" || got != tag {
 		t.Fatalf("%q %+v %v", base, got, ok)

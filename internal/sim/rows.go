@@ -28,7 +28,7 @@ func (s *sim) writeRow(us *user, status int, errText string, res *model.Result, 
 		EndMS:        ms(end),
 	}
 	if s.set != nil {
-		r.Conversation = PoolTag{Model: us.model, Adapter: us.adapter, Load: us.load}.Append(r.Conversation)
+		r.Conversation = PoolTag{Model: us.model, Adapter: us.adapter, Load: us.load, Tier: us.ticket.AdapterTier}.Append(r.Conversation)
 	}
 	if s.adm != nil {
 		r.Conversation = admission.RowTag{Priority: us.prio, Flow: us.flow, WaitMS: ms(us.wait)}.Append(r.Conversation)
