@@ -49,7 +49,7 @@ func (r *Router) finish(ctx context.Context, f *flight) {
 	if !r.log.Enabled(ctx, level) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 24) // every field below: one allocation
+	attrs := make([]slog.Attr, 0, 28) // every field below: one allocation
 	attrs = append(attrs,
 		slog.String("conversation", f.convo()),
 		slog.String("key_source", f.p.keySource),
@@ -74,6 +74,12 @@ func (r *Router) finish(ctx context.Context, f *flight) {
 	)
 	if f.obs != nil && !f.obs.first.IsZero() {
 		attrs = append(attrs, slog.Float64("ttft_ms", ms(f.obs.first.Sub(f.start))))
+	}
+	if f.model != "" { // the model sent upstream, and the LoRA adapter's tier (issue 23)
+		attrs = append(attrs, slog.String("model", clip(f.model, 128)))
+	}
+	if f.in.Adapter != "" {
+		attrs = append(attrs, slog.String("adapter", f.in.Adapter), slog.Int("adapter_tier", int(f.ticket.AdapterTier)))
 	}
 	if f.fail != failNone {
 		attrs = append(attrs, slog.String("error_kind", f.fail.String()), slog.String("error", clip(f.errMsg, 512)))
