@@ -20,6 +20,7 @@ type workloadFlags struct {
 	stage, warmup                       *time.Duration
 	sloTTFT, sloTPOT                    *time.Duration
 	adm                                 *admissionFlags
+	affinity                            *bool // sim_pools.go
 }
 
 func defineWorkloadFlags(fs *flag.FlagSet) *workloadFlags {
@@ -28,20 +29,22 @@ func defineWorkloadFlags(fs *flag.FlagSet) *workloadFlags {
 			", or a JSON file; see profiles/README.md) at --rates, instead of a profile's closed loop"),
 		workloads: fs.String("workloads", "", "the open-loop arena: several workloads (comma-separated, or all), each a scenario "+
 			"folder OUT-DIR/<name>/ with its per-stage table and TTFT p90 / goodput charts against the rate"),
-		rates:   fs.String("rates", "1,2,4,8,16", "with --workload(s): arrival rates, requests per second, one stage each (multi-round: a new user every `rounds` requests)"),
-		arrival: fs.String("arrival", "poisson", "with --workload(s): poisson or constant inter-arrival gaps"),
-		stage:   fs.Duration("stage-duration", 60*time.Second, "with --workload(s): model time of each rate's stage"),
-		warmup:  fs.Duration("warmup", 10*time.Second, "with --workload(s): model time at the first rate before the stages, left out of every metric"),
-		sloTTFT: fs.Duration("slo-ttft", time.Second, "goodput SLO: time to first token"),
-		sloTPOT: fs.Duration("slo-tpot", 100*time.Millisecond, "goodput SLO: time per output token after the first"),
-		adm:     defineAdmissionFlags(fs),
+		rates:    fs.String("rates", "1,2,4,8,16", "with --workload(s): arrival rates, requests per second, one stage each (multi-round: a new user every `rounds` requests)"),
+		arrival:  fs.String("arrival", "poisson", "with --workload(s): poisson or constant inter-arrival gaps"),
+		stage:    fs.Duration("stage-duration", 60*time.Second, "with --workload(s): model time of each rate's stage"),
+		warmup:   fs.Duration("warmup", 10*time.Second, "with --workload(s): model time at the first rate before the stages, left out of every metric"),
+		sloTTFT:  fs.Duration("slo-ttft", time.Second, "goodput SLO: time to first token"),
+		sloTPOT:  fs.Duration("slo-tpot", 100*time.Millisecond, "goodput SLO: time per output token after the first"),
+		adm:      defineAdmissionFlags(fs),
+		affinity: definePoolFlags(fs),
 	}
 }
 
 // openLoop is a parsed open-loop load: a workload under stages.
 type openLoop struct {
-	w      traffic.Workload
-	stages traffic.Stages
+	w        traffic.Workload
+	stages   traffic.Stages
+	affinity *bool // --adapter-affinity if given (sim_pools.go)
 }
 
 // seedTraffic is the profile, source and ideal cached share of one seed's
@@ -59,7 +62,7 @@ func (ol *openLoop) seedTraffic(seed int64) (traffic.Profile, sim.Source, []floa
 // parse reads the workload flags; it returns nil loads when none is given.
 func (wf *workloadFlags) parse(set map[string]bool) ([]*openLoop, error) {
 	if *wf.workload == "" && *wf.workloads == "" {
-		for _, name := range []string{"rates", "arrival", "stage-duration", "warmup"} {
+		for _, name := range []string{"rates", "arrival", "stage-duration", "warmup", "adapter-affinity"} {
 			if set[name] {
 				return nil, fmt.Errorf("--%s: only with --workload or --workloads", name)
 			}
@@ -94,6 +97,10 @@ func (wf *workloadFlags) parse(set map[string]bool) ([]*openLoop, error) {
 	}
 	var out []*openLoop
 	seen := map[string]bool{}
+	var affinity *bool
+	if set["adapter-affinity"] {
+		affinity = wf.affinity
+	}
 	for _, n := range names {
 		w, err := loadWorkload(n)
 		if err != nil {
@@ -103,7 +110,7 @@ func (wf *workloadFlags) parse(set map[string]bool) ([]*openLoop, error) {
 			return nil, fmt.Errorf("--workloads: %q given twice", w.Name)
 		}
 		seen[w.Name] = true
-		out = append(out, &openLoop{w: w, stages: st})
+		out = append(out, &openLoop{w: w, stages: st, affinity: affinity})
 	}
 	return out, nil
 }

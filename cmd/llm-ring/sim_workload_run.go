@@ -30,7 +30,11 @@ func (o *simOptions) specsOpen(ol *openLoop) ([]sim.Spec, error) {
 			_, src, _, _ := ol.seedTraffic(seed) // a fresh source per run: sources cache text
 			return src
 		}
-		for _, sp := range one.specsFor(p) {
+		specs := one.specsFor(p)
+		if err := o.applyPools(ol, specs); err != nil {
+			return nil, err
+		}
+		for _, sp := range specs {
 			sp.Order = len(out)
 			sp.IdealCachedShare, sp.IdealByStage = ideal[0], ideal[1:]
 			out = append(out, sp)
@@ -83,8 +87,11 @@ func simOpen(ctx context.Context, o *simOptions, stdout, stderr io.Writer) error
 		if _, err := analysis.Write(dirs[name], dirs[name], analysis.Options{}); err != nil {
 			return err
 		}
-		means, err := analysis.WriteField(dirs[name], dirs[name], fmt.Sprintf("%s (engine %s)", name, engineName(o)), o.slo)
+		means, err := analysis.WriteField(dirs[name], dirs[name], fmt.Sprintf("%s (engine %s)", name, workloadEngine(o, name)), o.slo)
 		if err != nil {
+			return err
+		}
+		if err := writePoolsTable(stdout, dirs[name], name+": adapter loads, TTFT p90 and hit rate per policy and model"); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "%s: rate where TTFT p90 crosses %g ms\n", name, o.slo.TTFTMS)

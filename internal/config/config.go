@@ -123,11 +123,21 @@ type Upstream struct {
 	IdleTimeout Duration `json:"idle_timeout"`
 }
 
-// Discovery says where the replica set comes from.
+// Discovery says where the replica set comes from, and where each
+// replica's models come from (issue 23: pools by model; the model_* keys
+// are optional, see discovery_models.go).
 type Discovery struct {
 	Mode       string               `json:"mode"`
 	Static     []replicaset.Replica `json:"static,omitempty" cfg:"mode=static"`
 	Kubernetes *Kubernetes          `json:"kubernetes,omitempty" cfg:"mode=kubernetes"`
+	// ModelSource is replicas, labels, static or none (absent: none).
+	ModelSource string `json:"model_source,omitempty" cfg:"optional"`
+	// ModelRefresh is the interval between polls of a replica's model list
+	// (absent: 30s).
+	ModelRefresh *Duration `json:"model_refresh,omitempty" cfg:"optional"`
+	// ModelLabel is the Kubernetes label naming a replica's model (absent:
+	// llm-ring.io/model); the annotation "<model_label>s" lists several.
+	ModelLabel string `json:"model_label,omitempty" cfg:"optional"`
 }
 
 // Kubernetes configures EndpointSlice discovery.
@@ -441,5 +451,6 @@ func (c *Router) Validate() error {
 	default:
 		bad("discovery.mode", "must be static or kubernetes, got %q", c.Discovery.Mode)
 	}
+	c.Discovery.validateModels(bad) // discovery_models.go
 	return errors.Join(errs...)
 }

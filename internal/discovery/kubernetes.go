@@ -43,6 +43,13 @@ type KubernetesOptions struct {
 	// Kubeconfig is a kubeconfig path, for running outside the cluster.
 	Kubeconfig string
 
+	// ModelLabel, when set (discovery.model_source labels), names each
+	// replica's models: the EndpointSlice's label ModelLabel for every
+	// endpoint in it, else its pod's label ModelLabel and annotation
+	// ModelLabel+"s" (a comma-separated list); a replica with neither has
+	// unknown (nil) models. The pods are watched too (kubernetes_models.go).
+	ModelLabel string
+
 	// Logger receives debug lines for every recomputed set and warnings for
 	// watch errors. nil discards them.
 	Logger *slog.Logger
@@ -60,6 +67,7 @@ type KubernetesOptions struct {
 // all slices of the Service and de-duplicated by name.
 type Kubernetes struct {
 	namespace, service, portName string
+	modelLabel                   string
 	client                       kubernetes.Interface
 	log                          *slog.Logger
 }
@@ -125,11 +133,12 @@ func NewKubernetes(opts KubernetesOptions) (*Kubernetes, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Kubernetes{
-		namespace: opts.Namespace,
-		service:   opts.Service,
-		portName:  opts.PortName,
-		client:    client,
-		log:       log.With("source", "kubernetes", "namespace", opts.Namespace, "service", opts.Service),
+		namespace:  opts.Namespace,
+		service:    opts.Service,
+		portName:   opts.PortName,
+		modelLabel: opts.ModelLabel,
+		client:     client,
+		log:        log.With("source", "kubernetes", "namespace", opts.Namespace, "service", opts.Service),
 	}, nil
 }
 
@@ -137,8 +146,9 @@ func NewKubernetes(opts KubernetesOptions) (*Kubernetes, error) {
 // synced it publishes the ready set (possibly empty), then publishes again
 // after every change of that set; events that leave the set unchanged (a
 // slice of another Service, a new not-ready endpoint, a label edit) publish
-// nothing. All publications come from Run's own goroutine. Run returns nil
-// when ctx is done.
+// nothing. With a ModelLabel it watches the namespace's pods too, and a
+// change of a replica's models is a change of the set. All publications
+// come from Run's own goroutine. Run returns nil when ctx is done.
 func (k *Kubernetes) Run(ctx context.Context, update func([]replicaset.Replica)) error {
 	selector := labels.Set{discoveryv1.LabelServiceName: k.service}.String()
 	informer := discoveryinformers.NewFilteredEndpointSliceInformer(k.client, k.namespace, 0, cache.Indexers{},
@@ -149,41 +159,47 @@ func (k *Kubernetes) Run(ctx context.Context, update func([]replicaset.Replica))
 		return fmt.Errorf("kubernetes discovery: %w", err)
 	}
 
-	// Event handlers only signal; the set is recomputed from the informer's
-	// store in this goroutine, so a burst of events costs one recomputation
-	// and update is never called concurrently.
-	changed := make(chan struct{}, 1)
-	signal := func() {
-		select {
-		case changed <- struct{}{}:
-		default:
+	informers := []cache.SharedIndexInformer{informer}
+	var pods cache.SharedIndexInformer
+	if k.modelLabel != "" {
+		var err error
+		if pods, err = k.podInformer(); err != nil {
+			return err
 		}
+		informers = append(informers, pods)
 	}
-	reg, err := informer.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { signal() },
-		UpdateFunc: func(any, any) { signal() },
-		DeleteFunc: func(any) { signal() },
-	}, cache.HandlerOptions{})
+	changed, synced, err := signalChanges(informers)
 	if err != nil {
-		return fmt.Errorf("kubernetes discovery: %w", err)
+		return err
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		informer.RunWithContext(ctx)
+	done := make(chan struct{}, len(informers))
+	for _, inf := range informers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			inf.RunWithContext(ctx)
+		}()
+	}
+	defer func() {
+		for range informers {
+			<-done
+		}
 	}()
-	defer func() { <-done }()
 
-	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced, reg.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return nil // ctx done before the first list succeeded
 	}
 	var last []replicaset.Replica
 	published := false
 	publish := func() {
-		cur := ReadyReplicas(storeSlices(informer.GetStore()), k.service, k.portName)
+		var cur []replicaset.Replica
+		if pods == nil {
+			cur = ReadyReplicas(storeSlices(informer.GetStore()), k.service, k.portName)
+		} else {
+			cur = LabeledReplicas(storeSlices(informer.GetStore()), k.service, k.portName, k.modelLabel, storePods(pods.GetStore()))
+		}
 		if published && slices.EqualFunc(cur, last, replicaset.Equal) {
 			return
 		}
@@ -200,6 +216,34 @@ func (k *Kubernetes) Run(ctx context.Context, update func([]replicaset.Replica))
 			publish()
 		}
 	}
+}
+
+// signalChanges makes every event of the informers signal the returned
+// channel. Event handlers only signal; the set is recomputed from the
+// informers' stores in Run's goroutine, so a burst of events costs one
+// recomputation and update is never called concurrently.
+func signalChanges(infs []cache.SharedIndexInformer) (<-chan struct{}, []cache.InformerSynced, error) {
+	changed := make(chan struct{}, 1)
+	signal := func() {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
+	handler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { signal() },
+		UpdateFunc: func(any, any) { signal() },
+		DeleteFunc: func(any) { signal() },
+	}
+	var synced []cache.InformerSynced
+	for _, inf := range infs {
+		reg, err := inf.AddEventHandlerWithOptions(handler, cache.HandlerOptions{})
+		if err != nil {
+			return nil, nil, fmt.Errorf("kubernetes discovery: %w", err)
+		}
+		synced = append(synced, inf.HasSynced, reg.HasSynced)
+	}
+	return changed, synced, nil
 }
 
 func storeSlices(s cache.Store) []*discoveryv1.EndpointSlice {
@@ -232,6 +276,13 @@ func names(rs []replicaset.Replica) []string {
 // address wins over IPv6 over FQDN, then the smallest URL; the result is
 // never nil (an empty set is an empty, non-nil slice).
 func ReadyReplicas(eps []*discoveryv1.EndpointSlice, service, portName string) []replicaset.Replica {
+	return readyReplicas(eps, service, portName, nil)
+}
+
+// readyReplicas is ReadyReplicas with each endpoint's models given by
+// models (nil: none, the models stay unknown).
+func readyReplicas(eps []*discoveryv1.EndpointSlice, service, portName string,
+	models func(*discoveryv1.EndpointSlice, discoveryv1.Endpoint) []replicaset.Model) []replicaset.Replica {
 	type candidate struct {
 		replicaset.Replica
 		rank int // address-type preference
@@ -251,13 +302,14 @@ func ReadyReplicas(eps []*discoveryv1.EndpointSlice, service, portName string) [
 				continue
 			}
 			addr := ep.Addresses[0]
-			cands = append(cands, candidate{
-				Replica: replicaset.Replica{
-					Name: endpointName(ep),
-					URL:  "http://" + net.JoinHostPort(addr, strconv.Itoa(int(port))),
-				},
-				rank: rank,
-			})
+			r := replicaset.Replica{
+				Name: endpointName(ep),
+				URL:  "http://" + net.JoinHostPort(addr, strconv.Itoa(int(port))),
+			}
+			if models != nil {
+				r.Models = models(es, ep)
+			}
+			cands = append(cands, candidate{Replica: r, rank: rank})
 		}
 	}
 	slices.SortFunc(cands, func(a, b candidate) int {

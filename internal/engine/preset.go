@@ -27,6 +27,13 @@ type Preset struct {
 	// (Ollama): its replicas are not scraped and their signals stay
 	// unknown, never zero.
 	Metrics string
+	// ModelsPath lists the models the engine serves (GET), read by
+	// discovery.model_source replicas (issue 23: pools by model): the
+	// OpenAI list (/v1/models, data[].id, with vLLM's parent for a LoRA
+	// adapter) or Ollama's tag list (/api/tags, models[].name), as
+	// ModelsFormat says.
+	ModelsPath   string
+	ModelsFormat ModelsFormat
 }
 
 // Engine names, as the configuration spells them.
@@ -41,20 +48,26 @@ const (
 var presets = []Preset{
 	// llama.cpp's server: GET /health is 503 {"error":{"message":"Loading
 	// model"}} while loading, 200 {"status":"ok"} after; /metrics with
-	// --metrics (tools/server/server.cpp).
-	{Name: LlamaCpp, HealthPath: "/health", Metrics: LlamaCpp},
+	// --metrics (tools/server/server.cpp). GET /v1/models: the OpenAI list
+	// of the loaded model (several in its router mode), next to an
+	// Ollama-style "models" list.
+	{Name: LlamaCpp, HealthPath: "/health", Metrics: LlamaCpp, ModelsPath: "/v1/models"},
 	// vLLM: GET /health is 200 once the engine serves (its API servers'
 	// health route, vllm/entrypoints/openai/api_server.py); /metrics
-	// always on.
-	{Name: VLLM, HealthPath: "/health", Metrics: VLLM},
+	// always on. GET /v1/models lists the served model names and every
+	// loaded LoRA adapter with "parent": its base model
+	// (vllm/entrypoints/openai/serving_models.py, show_available_models).
+	{Name: VLLM, HealthPath: "/health", Metrics: VLLM, ModelsPath: "/v1/models"},
 	// SGLang: GET /health is 200 once serving (/health_generate also runs
 	// a generation; python/sglang/srt/entrypoints/http_server.py); /metrics
-	// with --enable-metrics.
-	{Name: SGLang, HealthPath: "/health", Metrics: SGLang},
+	// with --enable-metrics. GET /v1/models: the OpenAI list.
+	{Name: SGLang, HealthPath: "/health", Metrics: SGLang, ModelsPath: "/v1/models"},
 	// Ollama: no /health (404) and no /metrics; GET /api/version answers
 	// {"version":"…"} as soon as the server listens (models load on the
-	// first request that names them).
-	{Name: Ollama, HealthPath: "/api/version", Metrics: ""},
+	// first request that names them). GET /api/tags lists the pulled
+	// models, {"models": [{"name": "llama3:latest", …}]} (docs/api.md, "List
+	// Local Models"): the names a request may give.
+	{Name: Ollama, HealthPath: "/api/version", Metrics: "", ModelsPath: "/api/tags", ModelsFormat: ModelsOllamaTags},
 }
 
 // Names lists the engines, in the order of the presets table.

@@ -118,10 +118,11 @@ func (a *adapterSet) dequeued(id int32) {
 }
 
 // start moves a request of adapter id from the waiting queue to the
-// running batch, loading the adapter into a slot if it is not resident.
-func (a *adapterSet) start(id int32) {
+// running batch, loading the adapter into a slot if it is not resident;
+// it reports whether it loaded it.
+func (a *adapterSet) start(id int32) bool {
 	if id == 0 {
-		return
+		return false
 	}
 	s := a.get(id)
 	s.waiting--
@@ -131,7 +132,7 @@ func (a *adapterSet) start(id int32) {
 		a.active++
 	}
 	if a.max == 0 || s.resident {
-		return
+		return false
 	}
 	if a.held >= a.max {
 		a.evictIdle()
@@ -140,6 +141,7 @@ func (a *adapterSet) start(id int32) {
 	a.held++
 	a.loads++
 	a.step++
+	return true
 }
 
 // evictIdle frees the slot of the least recently used resident adapter
@@ -195,7 +197,8 @@ func (a *adapterSet) report() policy.Adapters {
 	if a.max == 0 {
 		return policy.Adapters{}
 	}
-	if a.seen == a.version {
+	if a.seen == a.version || a.sameAsCached() {
+		a.seen = a.version
 		return a.cached
 	}
 	var run, wait []string
@@ -212,6 +215,31 @@ func (a *adapterSet) report() policy.Adapters {
 	a.cached = policy.Adapters{Running: run, Waiting: wait, Max: a.max, Has: true}
 	a.seen = a.version
 	return a.cached
+}
+
+// sameAsCached reports whether the running and waiting adapters are the
+// cached report's (counts changed, not the names), without allocating.
+func (a *adapterSet) sameAsCached() bool {
+	if !a.cached.Has {
+		return false
+	}
+	run, wait := 0, 0
+	for i := range a.list {
+		s := &a.list[i]
+		if s.running > 0 {
+			if run >= len(a.cached.Running) || a.cached.Running[run] != s.name {
+				return false
+			}
+			run++
+		}
+		if s.waiting > 0 {
+			if wait >= len(a.cached.Waiting) || a.cached.Waiting[wait] != s.name {
+				return false
+			}
+			wait++
+		}
+	}
+	return run == len(a.cached.Running) && wait == len(a.cached.Waiting)
 }
 
 // resident lists the adapters loaded in a slot, in the order first seen.
@@ -238,6 +266,16 @@ func (s *Server) Adapters() policy.Adapters {
 		return policy.Adapters{}
 	}
 	return s.pg.lora.report()
+}
+
+// AdapterResident reports whether adapter name is loaded in a GPU slot (a
+// request for it now would not load it), without allocating.
+func (s *Server) AdapterResident(name string) bool {
+	if s.pg == nil {
+		return false
+	}
+	id, ok := s.pg.lora.ids[name]
+	return ok && s.pg.lora.get(id).resident
 }
 
 // ResidentAdapters lists the adapters loaded in a GPU slot (those with

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -33,20 +34,21 @@ func loraReq(a string, seed, n int) Request {
 	return Request{Tokens: toksFrom(1000*seed, 10), NPredict: n, Adapter: a}
 }
 
-// firstTokens runs r until idle and returns each request's first-token
-// and completion times.
-func firstTokens(t *testing.T, r *Replica, until time.Duration) (ttft, done map[ID]time.Duration) {
+// firstTokens runs r until until and returns each request's first-token
+// and completion times, and which finished requests loaded an adapter.
+func firstTokens(t *testing.T, r *Replica, until time.Duration) (ttft, done map[ID]time.Duration, loaded map[ID]bool) {
 	t.Helper()
-	ttft, done = map[ID]time.Duration{}, map[ID]time.Duration{}
+	ttft, done, loaded = map[ID]time.Duration{}, map[ID]time.Duration{}, map[ID]bool{}
 	for _, e := range runUntil(r, until) {
 		switch e.Kind {
 		case EventFirstToken:
 			ttft[e.ID] = e.At
 		case EventDone:
 			done[e.ID] = e.At
+			loaded[e.ID] = e.Result.AdapterLoad
 		}
 	}
-	return ttft, done
+	return ttft, done, loaded
 }
 
 func wantTimes(t *testing.T, what string, got map[ID]time.Duration, want map[ID]time.Duration) {
@@ -65,7 +67,9 @@ func TestAdapterLoadsAndLRUEviction(t *testing.T) {
 	r := mustNew(t, loraCfg())
 	a1 := mustSubmit(t, r, 0, loraReq("a", 1, 5))
 	b1 := mustSubmit(t, r, 0, loraReq("b", 2, 5))
-	ttft, done := firstTokens(t, r, 299*ms1)
+	loadedBy := map[ID]bool{}
+	ttft, done, l1 := firstTokens(t, r, 299*ms1)
+	maps.Copy(loadedBy, l1)
 	// step 1: 10 + 2×10 prompt tokens + 2 loads = 230; then 4 steps of 10+2.
 	wantTimes(t, "first token", ttft, map[ID]time.Duration{a1: 230 * ms1, b1: 230 * ms1})
 	wantTimes(t, "done", done, map[ID]time.Duration{a1: 278 * ms1, b1: 278 * ms1})
@@ -73,18 +77,32 @@ func TestAdapterLoadsAndLRUEviction(t *testing.T) {
 		t.Fatalf("resident after a and b: %v", got)
 	}
 	c1 := mustSubmit(t, r, 300*ms1, loraReq("c", 3, 2))
-	ttft, done = firstTokens(t, r, 499*ms1)
+	ttft, done, l2 := firstTokens(t, r, 499*ms1)
+	maps.Copy(loadedBy, l2)
 	wantTimes(t, "first token", ttft, map[ID]time.Duration{c1: 420 * ms1}) // 300 + 10 + 10 + 100
 	wantTimes(t, "done", done, map[ID]time.Duration{c1: 431 * ms1})
 	if got := r.Server().ResidentAdapters(); !slices.Equal(got, []string{"b", "c"}) {
 		t.Fatalf("resident after c: %v, want a evicted (idle longest)", got)
 	}
 	b2 := mustSubmit(t, r, 500*ms1, loraReq("b", 4, 2))
-	ttft, _ = firstTokens(t, r, time.Second)
+	ttft, _, l3 := firstTokens(t, r, time.Second)
+	maps.Copy(loadedBy, l3)
 	wantTimes(t, "first token", ttft, map[ID]time.Duration{b2: 520 * ms1}) // resident: no load
 	st := r.Server().Stats()
 	if st.AdapterLoads != 3 || st.AdapterEvictions != 1 {
 		t.Fatalf("loads %d evictions %d, want 3 and 1", st.AdapterLoads, st.AdapterEvictions)
+	}
+	for id, want := range map[ID]bool{a1: true, b1: true, c1: true, b2: false} {
+		if loadedBy[id] != want {
+			t.Errorf("request %d: AdapterLoad %v, want %v", id, loadedBy[id], want)
+		}
+	}
+	s := r.Server()
+	if s.AdapterResident("a") || !s.AdapterResident("b") || !s.AdapterResident("c") || s.AdapterResident("nope") {
+		t.Errorf("AdapterResident disagrees with %v", s.ResidentAdapters())
+	}
+	if n := testing.AllocsPerRun(10, func() { _ = s.AdapterResident("b") }); n != 0 {
+		t.Errorf("AdapterResident allocates %v", n)
 	}
 }
 
@@ -99,7 +117,7 @@ func TestAdapterWaitsWhileEverySlotIsBusy(t *testing.T) {
 	x := mustSubmit(t, r, ms1, loraReq("", 4, 2))
 	a2 := mustSubmit(t, r, ms1, loraReq("a", 5, 2))
 
-	ttft, _ := firstTokens(t, r, 240*ms1)
+	ttft, _, _ := firstTokens(t, r, 240*ms1)
 	wantTimes(t, "first token", ttft, map[ID]time.Duration{a1: 230 * ms1, b1: 230 * ms1})
 	rep := r.Server().Adapters()
 	if !rep.Has || rep.Max != 2 || !slices.Equal(rep.Running, []string{"a", "b"}) || !slices.Equal(rep.Waiting, []string{"c"}) {
@@ -108,7 +126,7 @@ func TestAdapterWaitsWhileEverySlotIsBusy(t *testing.T) {
 	if st := r.Server().Stats(); st.Processing != 4 || st.Deferred != 1 {
 		t.Fatalf("at 240 ms: %d running, %d waiting; want x and a2 admitted past c", st.Processing, st.Deferred)
 	}
-	ttft2, done := firstTokens(t, r, 2*time.Second)
+	ttft2, done, _ := firstTokens(t, r, 2*time.Second)
 	// step 2 at 230: 10 + 2 decode + 2×10 prompt = 32 → x, a2 first at 262;
 	// step 3: 10 + 4 → 276 (x, a2 done); a1, b1 then 7 steps of 12 → 360;
 	// c loads into a's slot: 360 + 10 + 10 + 100 = 480, done 491.
@@ -155,7 +173,7 @@ func TestAdaptersOffAreFree(t *testing.T) {
 		mustSubmit(t, r, 0, loraReq("a", 1, 2)), mustSubmit(t, r, 0, loraReq("b", 2, 2)),
 		mustSubmit(t, r, 0, loraReq("c", 3, 2)),
 	}
-	ttft, _ := firstTokens(t, r, time.Second)
+	ttft, _, _ := firstTokens(t, r, time.Second)
 	for _, id := range ids {
 		if ttft[id] != 40*ms1 { // 10 + 3×10: no load, nobody waits
 			t.Fatalf("request %d first token at %v, want 40ms", id, ttft[id])
@@ -195,9 +213,21 @@ func TestAdapterReportIsStable(t *testing.T) {
 	if n := testing.AllocsPerRun(10, func() { _ = r.Server().Adapters() }); n != 0 {
 		t.Fatalf("unchanged report allocates %v", n)
 	}
+	// A second request of a running adapter changes counts, not names.
+	mustSubmit(t, r, 0, loraReq("a", 2, 5))
+	runUntil(r, 0)
+	if n := testing.AllocsPerRun(10, func() { _ = r.Server().Adapters() }); n != 0 {
+		t.Fatalf("report with the same names allocates %v", n)
+	}
+	if got := r.Server().Adapters(); !slices.Equal(got.Running, []string{"a"}) {
+		t.Fatalf("report %+v", got)
+	}
 	run(t, r)
 	if !slices.Equal(first.Running, []string{"a"}) {
 		t.Fatalf("earlier report changed: %+v", first)
+	}
+	if got := r.Server().Adapters(); len(got.Running) != 0 || !got.Has {
+		t.Fatalf("idle report %+v", got)
 	}
 }
 
@@ -222,6 +252,14 @@ func adapterWorkload(t *testing.T, c Config, seed uint64) {
 	r := newPagedReplica(t, c)
 	names := []string{"", "a", "b", "c", "d", "e"}
 	submitted, cancelled, done := map[ID]bool{}, map[ID]bool{}, map[ID]bool{}
+	flagged := int64(0)
+	count := func(evs []Event) {
+		for _, e := range evs {
+			if e.Kind == EventDone && e.Result.AdapterLoad {
+				flagged++
+			}
+		}
+	}
 	now := time.Duration(0)
 	var evs []Event
 	check := func() {
@@ -238,6 +276,7 @@ func adapterWorkload(t *testing.T, c Config, seed uint64) {
 		now += time.Duration(rng.IntN(15)) * ms1
 		evs = r.Advance(now, evs[:0])
 		collectDone(t, evs, done)
+		count(evs)
 		check()
 		p := toksFrom(1000+i*50, 1+rng.IntN(30))
 		id, err := r.Submit(now, Request{Tokens: p, NPredict: rng.IntN(25), Adapter: names[rng.IntN(len(names))]})
@@ -258,6 +297,7 @@ func adapterWorkload(t *testing.T, c Config, seed uint64) {
 		}
 		evs = r.Advance(at, evs[:0])
 		collectDone(t, evs, done)
+		count(evs)
 		check()
 	}
 	for id := range submitted {
@@ -269,6 +309,9 @@ func adapterWorkload(t *testing.T, c Config, seed uint64) {
 	rep := r.Server().Adapters()
 	if st.Processing != 0 || st.Deferred != 0 || len(rep.Running) != 0 || len(rep.Waiting) != 0 {
 		t.Fatalf("seed %d: idle engine reports %d running, %d waiting, adapters %+v", seed, st.Processing, st.Deferred, rep)
+	}
+	if flagged > st.AdapterLoads || (st.AdapterLoads > 0 && flagged == 0) {
+		t.Fatalf("seed %d: %d requests flagged AdapterLoad, %d loads", seed, flagged, st.AdapterLoads)
 	}
 	if st.AdapterLoads < int64(len(r.Server().ResidentAdapters())) || st.AdapterLoads-st.AdapterEvictions != int64(len(r.Server().ResidentAdapters())) {
 		t.Fatalf("seed %d: %d loads, %d evictions, %d resident", seed, st.AdapterLoads, st.AdapterEvictions, len(r.Server().ResidentAdapters()))

@@ -112,6 +112,10 @@ type Result struct {
 	// Cancelled is set for a request released by Cancel; Output then holds
 	// the tokens generated until then.
 	Cancelled bool
+	// AdapterLoad is set when the request's admission (or a re-admission
+	// after preemption) loaded its LoRA adapter into a slot: the request
+	// paid Config.AdapterLoad (paged engines with MaxLoras > 0).
+	AdapterLoad bool
 	// Model times: submitted, given a slot, prompt processed (first token),
 	// finished.
 	Submitted, Started, PromptDone, Done time.Duration

@@ -65,6 +65,7 @@ type preq struct {
 	nreg     int   // leading blocks already registered in the pool
 	cacheN   int   // prompt tokens found in the cache at first admission
 	admitted bool
+	loaded   bool // an admission of r loaded its adapter
 	cancelled,
 	noCache,
 	tokenEvents bool

@@ -118,7 +118,9 @@ func (e *paged) admitOne(v time.Duration, r *preq, budget int) (int, bool) {
 	e.grow(r, hit+n)
 	r.chunk = n
 	e.running = append(e.running, r)
-	e.lora.start(r.adapter)
+	if e.lora.start(r.adapter) {
+		r.loaded = true // this admission loaded its adapter
+	}
 	e.stats.PrefixQueries += int64(r.ntoks())
 	e.stats.PrefixHits += int64(hit)
 	if !r.admitted {

@@ -102,6 +102,7 @@ func (e *paged) complete(r *preq, t time.Duration, dst []Event) []Event {
 		Stop:         r.stop,
 		ContextFull:  r.full,
 		Cancelled:    r.cancelled,
+		AdapterLoad:  r.loaded,
 		Submitted:    r.submitted,
 		Started:      r.started,
 		PromptDone:   r.promptEnd,

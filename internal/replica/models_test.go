@@ -3,12 +3,16 @@ package replica
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/llm-ring/llm-ring/internal/engine"
 	"github.com/llm-ring/llm-ring/internal/model"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
+	"github.com/llm-ring/llm-ring/internal/signals"
 )
 
 // servedOpts: a vLLM replica serving models a and b, adapters x and y on
@@ -147,6 +151,13 @@ func TestLoRARequestsInfoOnMetrics(t *testing.T) {
 	waitMetric(t, r, `vllm:lora_requests_info{max_lora="1",running_lora_adapters="x",waiting_lora_adapters=""} `+ts)
 	send(1, "y")
 	waitMetric(t, r, `vllm:lora_requests_info{max_lora="1",running_lora_adapters="x",waiting_lora_adapters="y"} `+ts)
+	// The router's scraper (internal/signals, vLLM preset) reads the same.
+	m, _ := signals.Preset(signals.PresetVLLM)
+	s, err := signals.Parse(strings.NewReader(do(t, r, "GET", "/metrics", "").Body.String()), m)
+	if err != nil || s.Adapters == nil || s.Adapters.Max != 1 || !slices.Equal(s.Adapters.Running, []string{"x"}) ||
+		!slices.Equal(s.Adapters.Waiting, []string{"y"}) {
+		t.Fatalf("scraped %+v (%v), want running [x], waiting [y], max 1", s.Adapters, err)
+	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	for {
@@ -215,5 +226,19 @@ func TestNoLoRASeriesWithoutSlots(t *testing.T) {
 	r := newTestReplica(t, func(o *Options) { o.API = APIVLLM; o.Model.Engine = model.EngineVLLM })
 	if m := do(t, r, "GET", "/metrics", "").Body.String(); strings.Contains(m, "lora") {
 		t.Fatalf("LoRA series without slots:\n%s", m)
+	}
+}
+
+// The router's model-list reader (internal/engine, used by discovery)
+// learns the replica's models and adapters from its GET /v1/models.
+func TestDiscoveryReadsTheModelList(t *testing.T) {
+	r := newTestReplica(t, servedOpts(APIVLLM))
+	ms, err := engine.ParseModels(engine.ModelsOpenAI, do(t, r, "GET", "/v1/models", "").Body.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []replicaset.Model{{Name: "a"}, {Name: "b"}, {Name: "x", Parent: "a"}, {Name: "y", Parent: "a"}, {Name: "z", Parent: "b"}}
+	if !slices.Equal(ms, want) {
+		t.Fatalf("parsed %+v, want %+v", ms, want)
 	}
 }

@@ -39,7 +39,7 @@ func (s *sim) replicaEvent(ev *traffic.ReplicaEvent) error {
 		s.flights[slot] = nil
 		for _, f := range fl {
 			us := &s.users[f.user]
-			s.tables[us.router].Release(&us.ticket, state.Outcome{}, int64(s.now))
+			s.tableOf(us).Release(&us.ticket, state.Outcome{}, int64(s.now))
 			if err := s.fail(f.user, 502, ErrTextReplicaFailed); err != nil {
 				return err
 			}

@@ -20,7 +20,16 @@ func (s *sim) route(u int32) error {
 	in := state.Input{Key: us.in.Key, Hash: us.hash, Chars: us.in.Chars, MaxTokens: turn.MaxTokens,
 		Blocks: us.in.Blocks, FirstUser: us.in.FirstUser}
 	us.router = s.routerOf(us)
-	tk, d, err := s.tables[us.router].Route(in, int64(s.now))
+	tab := s.tables[us.router]
+	if s.set != nil { // the pool of the request's model (pools.go)
+		t, adapter, err := s.poolRoute(us)
+		if err != nil {
+			us.replica, us.reason, us.ticket = -1, "", state.Ticket{}
+			return s.fail(u, 404, err.Error())
+		}
+		tab, us.tab, us.adapter, in.Adapter = t, t, adapter, adapter
+	}
+	tk, d, err := tab.Route(in, int64(s.now))
 	if err != nil {
 		if !errors.Is(err, state.ErrNoReplica) {
 			return err
@@ -28,15 +37,16 @@ func (s *sim) route(u int32) error {
 		us.replica, us.reason, us.ticket = -1, "", state.Ticket{}
 		return s.fail(u, 503, ErrTextNoReplica)
 	}
-	r := s.snapIdx[tk.Index]
+	r := s.replicaIndex(&tk)
 	us.ticket, us.reason, us.replica = tk, d.Reason, r
 	ref := &s.reps[r]
-	id, err := s.groups[ref.group].Submit(s.now, int(ref.member), model.Request{Tokens: prompt, NPredict: turn.MaxTokens})
+	us.load = s.needsLoad(r, us.adapter)
+	id, err := s.groups[ref.group].Submit(s.now, int(ref.member), model.Request{Tokens: prompt, NPredict: turn.MaxTokens, Adapter: us.adapter})
 	if err != nil {
 		// The replica refuses it (llama.cpp answers 400, e.g. a prompt over
 		// the slot's context): the router releases the load, nothing is
 		// learned.
-		s.tables[us.router].Release(&us.ticket, state.Outcome{}, int64(s.now))
+		s.tableOf(us).Release(&us.ticket, state.Outcome{}, int64(s.now))
 		s.reschedule(ref.group)
 		return s.fail(u, 400, err.Error())
 	}

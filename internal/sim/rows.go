@@ -26,6 +26,9 @@ func (s *sim) writeRow(us *user, status int, errText string, res *model.Result, 
 		StartMS:      ms(us.sent),
 		EndMS:        ms(end),
 	}
+	if s.set != nil {
+		r.Conversation = PoolTag{Model: us.model, Adapter: us.adapter, Load: us.load}.Append(r.Conversation)
+	}
 	if s.adm != nil {
 		r.Conversation = admission.RowTag{Priority: us.prio, Flow: us.flow, WaitMS: ms(us.wait)}.Append(r.Conversation)
 	}
@@ -101,5 +104,8 @@ func (s *sim) metrics() map[string]float64 {
 	m["sim_ram_cache_saves_total"] = float64(saves)
 	m["sim_ram_cache_loads_total"] = float64(loads)
 	s.admMetrics(m)
+	if s.set != nil {
+		s.poolMetrics(m)
+	}
 	return s.engineMetrics(m)
 }

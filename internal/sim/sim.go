@@ -11,6 +11,7 @@ import (
 	"github.com/llm-ring/llm-ring/internal/convo"
 	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/policy"
+	"github.com/llm-ring/llm-ring/internal/pool"
 	"github.com/llm-ring/llm-ring/internal/prefix"
 	"github.com/llm-ring/llm-ring/internal/record"
 	"github.com/llm-ring/llm-ring/internal/replicaset"
@@ -84,6 +85,14 @@ type user struct {
 	tokens int64
 	queued bool
 	wait   time.Duration
+
+	// Pools (pools.go): the table that routed the request in flight, the
+	// model that served it, the adapter it asked for, and whether it made
+	// its replica load the adapter.
+	tab     *state.Table
+	model   string
+	adapter string
+	load    bool
 }
 
 // replicaRef locates a replica in the model: member `member` of group
@@ -92,6 +101,7 @@ type replicaRef struct {
 	name   string
 	group  int32
 	member int32
+	index  int32 // its replica index (the i of llm-i)
 }
 
 // flight is a request in flight on a replica: its model id and its user.
@@ -101,7 +111,7 @@ type flight struct {
 }
 
 // codes are the HTTP statuses a simulated request can end with.
-var codes = [...]int{200, 400, 429, 502, 503}
+var codes = [...]int{200, 400, 404, 429, 502, 503}
 
 func codeIndex(code int) int {
 	for i, c := range codes {
@@ -161,6 +171,11 @@ type sim struct {
 	lastEnd, scaleAt, scaleReady time.Duration
 	scaled                       bool
 	adm                          *admState // nil: admission off
+
+	// With Spec.Pools (pools.go): the router's pools, and the slot of
+	// each replica on the ring by name.
+	set        *pool.Set
+	slotByName map[string]int32
 }
 
 // Run simulates one run and writes its rows to rows, in the order requests
@@ -218,6 +233,11 @@ func newSim(spec *Spec, rows RowWriter) (*sim, error) {
 		s.hash = func(k string) uint64 { return h([]byte(k)) }
 	}
 	s.newRouters(scfg, pol)
+	if spec.Pools != nil {
+		if err := s.newPools(scfg); err != nil {
+			return nil, err
+		}
+	}
 	if spec.Admission != nil {
 		s.adm = newAdmState(spec.Admission)
 	}
@@ -234,7 +254,9 @@ func newSim(spec *Spec, rows RowWriter) (*sim, error) {
 		}
 		s.up = append(s.up, int32(i))
 	}
-	s.setMembers()
+	if err := s.setMembers(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -261,13 +283,13 @@ func (s *sim) addReplica(name string, index int) (int32, error) {
 		s.addGroup(g)
 	}
 	gi := len(s.groups) - 1
-	m, err := s.groups[gi].Add(s.spec.Model.WithSpeed(s.prof.ReplicaSpeed(index)))
+	m, err := s.groups[gi].Add(s.replicaModel(index).WithSpeed(s.prof.ReplicaSpeed(index)))
 	if err != nil {
 		return 0, err
 	}
 	s.members[gi] = append(s.members[gi], i)
 	s.flights = append(s.flights, nil)
-	s.reps = append(s.reps, replicaRef{name: name, group: int32(gi), member: int32(m)})
+	s.reps = append(s.reps, replicaRef{name: name, group: int32(gi), member: int32(m), index: int32(index)})
 	return i, nil
 }
 
@@ -285,8 +307,13 @@ func (s *sim) leave(slot int32) {
 	s.setMembers()
 }
 
-// setMembers gives the table the replicas in s.up, as discovery would.
-func (s *sim) setMembers() {
+// setMembers gives the table (the pools) the replicas in s.up, as
+// discovery would. Only a pools run's can fail (a pool's new table), and
+// a pools run has no replica joining or leaving.
+func (s *sim) setMembers() error {
+	if s.set != nil {
+		return s.setPoolMembers()
+	}
 	rs := make([]replicaset.Replica, len(s.up))
 	for i, slot := range s.up {
 		rs[i] = simReplica(s.reps[slot].name)
@@ -298,6 +325,7 @@ func (s *sim) setMembers() {
 	idx := slices.Clone(s.up)
 	slices.SortFunc(idx, func(a, b int32) int { return strings.Compare(s.reps[a].name, s.reps[b].name) })
 	s.snapIdx = idx
+	return nil
 }
 
 func (s *sim) loop(ctx context.Context) error {
@@ -520,7 +548,7 @@ func (s *sim) complete(u int32, res *model.Result, at time.Duration) error {
 	if res.PredictedN == 0 {
 		ttft = at - us.sent
 	}
-	fb := s.tables[us.router].Release(&us.ticket, state.Outcome{
+	fb := s.tableOf(us).Release(&us.ticket, state.Outcome{
 		OK: true, Known: true, CacheN: res.CacheN, PromptN: res.PromptN, PredictedN: res.PredictedN,
 		PromptTime: res.PromptTime(), PredictedTime: res.Done - res.PromptDone, TTFT: ttft, Latency: at - us.sent,
 	}, int64(at))
@@ -565,6 +593,11 @@ func (s *sim) count(us *user, code int) {
 // sample: the simulated scraper, on the router's signals interval, so that
 // policies see signals exactly as stale as live ones.
 func (s *sim) sample() {
+	if s.set != nil {
+		s.samplePools()
+		s.q.push(s.now+s.sampleEvery, evSample, 0, 0)
+		return
+	}
 	for _, r := range s.snapIdx {
 		ref := &s.reps[r]
 		l := s.groups[ref.group].Server(int(ref.member)).Load()

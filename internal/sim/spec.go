@@ -75,6 +75,10 @@ type Spec struct {
 	// Admission, when set, puts admission control in front of routing
 	// (admit.go); nil: every request is routed at once, as before.
 	Admission *Admission
+	// Pools, when set, makes the replicas serve models (Pools.Fleet) and
+	// routes each request through the pool of its model (pools.go); nil:
+	// one routing table, every replica serving every request, as before.
+	Pools *Pools
 }
 
 // Source produces conversation i of a run; *traffic.Generator is one.
@@ -131,6 +135,9 @@ func (s *Spec) Validate() error {
 		if s.Routers > 1 {
 			errs = append(errs, errors.New("admission: needs one router instance (--routers 1)"))
 		}
+	}
+	if s.Pools != nil {
+		errs = append(errs, s.Pools.validate(s)...)
 	}
 	if err := s.Model.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("model: %w", err))
@@ -269,6 +276,9 @@ func runConfig(s *Spec) map[string]any {
 	}
 	if s.Admission != nil { // absent without: earlier runs' files stay the same
 		out["admission"] = admConfig(s.Admission)
+	}
+	if s.Pools != nil { // likewise
+		out["pools"] = poolsConfig(s.Pools)
 	}
 	if s.Routers > 1 { // absent for one router: earlier runs' files stay the same
 		out["routers"] = map[string]any{"instances": s.Routers, "gossip": s.Gossip, "gossip_delay": s.GossipDelay.String()}

@@ -48,7 +48,8 @@ func TraceRun(name string, reqs []traffic.TraceRequest, speedup float64) (traffi
 // traceSource belongs to one run.
 type traceSource struct {
 	reqs    []traffic.TraceRequest
-	names   []string // conversation names (nil: trace-LINE)
+	names   []string         // conversation names (nil: trace-LINE)
+	targets []traffic.Target // what each asks for (nil: no model named)
 	speedup float64
 	text    map[int64]string
 }
@@ -60,8 +61,12 @@ func (t *traceSource) Conversation(i int) traffic.Conversation {
 	if t.names != nil {
 		id = t.names[i]
 	}
+	var tg traffic.Target
+	if t.targets != nil {
+		tg = t.targets[i]
+	}
 	return traffic.Conversation{
-		ID: id,
+		ID: id, Model: tg.Model, Adapter: tg.Adapter,
 		Turns: []traffic.Turn{{
 			User:      traffic.TraceTextCached(r, t.text),
 			MaxTokens: r.OutputLength,

@@ -50,6 +50,11 @@ type Conversation struct {
 	Hot bool
 	// Turns are the user's messages, in order.
 	Turns []Turn
+	// Model is the model its requests ask for (the body's "model"), and
+	// Adapter the LoRA adapter of it ("" none). Both are "" in the
+	// generated profiles' traffic: the request names no model, and the
+	// router's catch-all pool serves it (issue 23).
+	Model, Adapter string
 }
 
 // Turn is one user message.

@@ -54,6 +54,13 @@ type Workload struct {
 	PromptTokens int `json:"prompt_tokens" cfg:"optional"`
 	// OutputTokens is every request's answer length (max_tokens).
 	OutputTokens int `json:"output_tokens"`
+	// Models, when given, spreads the arrivals over several models served
+	// by one fleet (workload_models.go); absent, requests name no model and
+	// the traffic is exactly that of a single-model workload.
+	Models []WorkloadModel `json:"models" cfg:"optional"`
+	// Adapters, when given, makes every arrival ask for one LoRA adapter of
+	// the only model of Models, Zipf-distributed.
+	Adapters *WorkloadAdapters `json:"adapters" cfg:"optional"`
 }
 
 // Validate checks w; every problem names its key.
@@ -84,6 +91,7 @@ func (w *Workload) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("kind: %q is not one of %s, %s, %s", w.Kind, KindSharedPrefix, KindMultiRound, KindLowSharing))
 	}
+	errs = append(errs, w.validateModels()...)
 	return errors.Join(errs...)
 }
 

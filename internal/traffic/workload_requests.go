@@ -12,23 +12,31 @@ import (
 type WorkloadRequest struct {
 	TraceRequest
 	Conversation string
+	// Target is the model (and adapter) it asks for; zero without models.
+	Target
 }
 
 func blocksOf(tokens int) int { return (tokens + TraceBlockTokens - 1) / TraceBlockTokens }
 
 // Requests lists the requests of w under the given arrivals, in time
 // order (ties: arrival order), from seed (which picks the shared-prefix
-// pairs). Block ids: a system prompt's blocks are shared by everyone who
-// uses it; everything else is its own, except a multi-round user's history,
-// which each of the user's rounds repeats.
+// pairs; the targets, with models, from a stream of their own). Block ids:
+// a system prompt's blocks are shared by everyone who uses it with the same
+// target; everything else is its own, except a multi-round user's history,
+// which each of the user's rounds repeats. Without models there is one
+// target, and the ids are those of a single-model workload.
 func (w *Workload) Requests(arrivals []Arrival, seed int64) []WorkloadRequest {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x3017))
+	pick := w.newPicker(seed)
+	nsN := pick.namespaces()
 	var out []WorkloadRequest
+	ns := 0
 	add := func(a Arrival, i, round int, atS float64, input int, ids []int64) {
 		out = append(out, WorkloadRequest{
 			TraceRequest: TraceRequest{Line: len(out) + 1, TimestampMS: int64(atS * 1000), InputLength: input,
 				OutputLength: w.OutputTokens, HashIDs: ids},
 			Conversation: StageConversation(a, i, round),
+			Target:       pick.targets[ns],
 		})
 	}
 	sysBlocks := blocksOf(w.SystemTokens)
@@ -36,15 +44,17 @@ func (w *Workload) Requests(arrivals []Arrival, seed int64) []WorkloadRequest {
 		if w.Kind == KindMultiRound && i%w.Rounds != 0 {
 			continue // a rate is of requests: a new user every Rounds arrivals
 		}
+		ns = pick.next()
 		switch w.Kind {
 		case KindSharedPrefix:
 			g, q := rng.IntN(w.Groups), rng.IntN(w.PromptsPerGroup)
+			g += ns * w.Groups // each target its own system prompts
 			qb := blocksOf(w.QuestionTokens)
 			ids := make([]int64, 0, sysBlocks+qb)
 			for j := range sysBlocks {
 				ids = append(ids, int64(g*sysBlocks+j))
 			}
-			base := int64(w.Groups*sysBlocks + (g*w.PromptsPerGroup+q)*qb)
+			base := int64(nsN*w.Groups*sysBlocks + (g*w.PromptsPerGroup+q)*qb)
 			for j := range qb {
 				ids = append(ids, base+int64(j))
 			}
@@ -52,12 +62,12 @@ func (w *Workload) Requests(arrivals []Arrival, seed int64) []WorkloadRequest {
 		case KindMultiRound:
 			roundTokens := w.QuestionTokens + w.AnswerTokens
 			maxBlocks := blocksOf(w.Rounds * roundTokens)
-			base := int64(sysBlocks + i*maxBlocks)
+			base := int64(nsN*sysBlocks + i*maxBlocks)
 			for r := range w.Rounds {
 				hist := r*roundTokens + w.QuestionTokens
 				ids := make([]int64, 0, sysBlocks+blocksOf(hist))
 				for j := range sysBlocks {
-					ids = append(ids, int64(j))
+					ids = append(ids, int64(ns*sysBlocks+j))
 				}
 				for j := range blocksOf(hist) {
 					ids = append(ids, base+int64(j))

@@ -11,7 +11,7 @@ import (
 
 func TestEmbeddedWorkloadsParse(t *testing.T) {
 	names := profiles.WorkloadNames()
-	if strings.Join(names, ",") != "low-sharing,multi-round,shared-prefix" {
+	if strings.Join(names, ",") != "lora,low-sharing,multi-model,multi-round,shared-prefix" {
 		t.Fatalf("workloads %v", names)
 	}
 	for _, n := range names {
@@ -19,7 +19,7 @@ func TestEmbeddedWorkloadsParse(t *testing.T) {
 			t.Errorf("%s: %v", n, err)
 		}
 	}
-	if _, err := LoadWorkload(fstest.MapFS{}, "nope"); err == nil || !strings.Contains(err.Error(), "embedded: low-sharing") {
+	if _, err := LoadWorkload(fstest.MapFS{}, "nope"); err == nil || !strings.Contains(err.Error(), "embedded: lora, low-sharing") {
 		t.Errorf("unknown workload: %v", err)
 	}
 	_, err := ParseWorkload([]byte(`{"name":"x","kind":"shared-prefix","output_tokens":5,"groups":0}`))
