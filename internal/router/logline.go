@@ -75,12 +75,7 @@ func (r *Router) finish(ctx context.Context, f *flight) {
 	if f.obs != nil && !f.obs.first.IsZero() {
 		attrs = append(attrs, slog.Float64("ttft_ms", ms(f.obs.first.Sub(f.start))))
 	}
-	if f.model != "" { // the model sent upstream, and the LoRA adapter's tier (issue 23)
-		attrs = append(attrs, slog.String("model", clip(f.model, 128)))
-	}
-	if f.in.Adapter != "" {
-		attrs = append(attrs, slog.String("adapter", f.in.Adapter), slog.Int("adapter_tier", int(f.ticket.AdapterTier)))
-	}
+	attrs = f.modelAttrs(attrs)
 	if f.fail != failNone {
 		attrs = append(attrs, slog.String("error_kind", f.fail.String()), slog.String("error", clip(f.errMsg, 512)))
 	}
@@ -110,3 +105,15 @@ var statusLabels = func() (s [500]string) {
 }()
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// modelAttrs appends the model sent upstream and the LoRA adapter with its
+// tier (issue 23), when the request has them.
+func (f *flight) modelAttrs(attrs []slog.Attr) []slog.Attr {
+	if f.model != "" {
+		attrs = append(attrs, slog.String("model", clip(f.model, 128)))
+	}
+	if f.in.Adapter != "" {
+		attrs = append(attrs, slog.String("adapter", f.in.Adapter), slog.Int("adapter_tier", int(f.ticket.AdapterTier)))
+	}
+	return attrs
+}
