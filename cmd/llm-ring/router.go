@@ -66,24 +66,9 @@ func cmdRouter(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 // discoverySource builds the configured replica source, with each
-// replica's models from the configured model source.
+// replica's models from the configured model source (discovery.FromConfig).
 func discoverySource(cfg *config.Router, log *slog.Logger) (discovery.Source, error) {
-	if cfg.Discovery.Mode == "static" {
-		return withModelDiscovery(discovery.Static(cfg.Discovery.Static), cfg, log)
-	}
-	k := cfg.Discovery.Kubernetes
-	src, err := discovery.NewKubernetes(discovery.KubernetesOptions{
-		Namespace:  k.Namespace,
-		Service:    k.Service,
-		PortName:   k.PortName,
-		Kubeconfig: k.Kubeconfig,
-		ModelLabel: cfg.Discovery.KubernetesModelLabel(),
-		Logger:     log,
-	})
-	if err != nil {
-		return nil, err
-	}
-	return withModelDiscovery(src, cfg, log) // router_models.go
+	return discovery.FromConfig(cfg, log)
 }
 
 // loadRouterConfig is the start of the router and the endpoint picker:

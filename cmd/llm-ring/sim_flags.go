@@ -59,13 +59,32 @@ func (f *simFlags) parse(set map[string]bool) (*simOptions, error) {
 	f.output.read(o)
 	for _, apply := range []func(*simOptions, map[string]bool) error{
 		f.run.applyPolicies, f.workload.apply, f.replica.applyPreset, f.run.applySeeds,
-		f.traffic.apply, f.fleet.apply, f.replica.apply, f.routing.apply, f.sweep.apply,
+		f.traffic.apply, f.fleet.apply, f.routing.apply, checkSpecs, f.sweep.apply,
 	} {
 		if err := apply(o, set); err != nil {
 			return nil, err
 		}
 	}
 	return o, nil
+}
+
+// checkSpecs validates the runs the options make (sim.Spec.Validate: the
+// fleet, the model, the routing, each policy with its settings), so that a
+// bad setting is a usage error before anything runs; the groups check only
+// what a Spec cannot hold (a flag's syntax, flags given together).
+func checkSpecs(o *simOptions, _ map[string]bool) error {
+	profiles := o.arena
+	if profiles == nil {
+		profiles = []traffic.Profile{o.profile}
+	}
+	for _, p := range profiles {
+		for _, sp := range o.specsFor(p) {
+			if err := sp.Validate(); err != nil {
+				return usageError{err}
+			}
+		}
+	}
+	return nil
 }
 
 // simRunFlags choose what runs: the policies and the seeds.
@@ -257,7 +276,7 @@ func (f *simFleetFlags) read(o *simOptions) {
 
 // apply lets the profile set the flags left at their defaults (as llm-ring
 // run does: its replica count, and a CPU per replica for its speeds and
-// events), then checks the fleet.
+// events) and reads --scale-at (checkSpecs checks the rest).
 func (f *simFleetFlags) apply(o *simOptions, set map[string]bool) error {
 	o.replicasSet = set["replicas"]
 	if p := &o.profile; p.Replicas > 0 && !o.replicasSet && o.arena == nil {
@@ -266,25 +285,13 @@ func (f *simFleetFlags) apply(o *simOptions, set map[string]bool) error {
 	if p := &o.profile; (len(p.ReplicaSpeeds) > 0 || len(p.ReplicaEvents) > 0) && !set["shared-cpu"] {
 		o.shared = false
 	}
-	if o.replicas < 1 {
-		return usageError{fmt.Errorf("--replicas: must be at least 1, got %d", o.replicas)}
+	if o.routers < 1 { // a Spec reads 0 as one instance; the flag counts them
+		return usageError{fmt.Errorf("--routers: must be between 1 and 64, got %d", o.routers)}
 	}
-	if !(*f.scaleAt >= 0) || math.IsInf(*f.scaleAt, 0) {
+	if !(*f.scaleAt >= 0) || math.IsInf(*f.scaleAt, 0) { // a Duration holds neither NaN nor ∞
 		return usageError{fmt.Errorf("--scale-at: must be a number of seconds ≥ 0, got %v", *f.scaleAt)}
 	}
 	o.scaleAt = time.Duration(math.Round(*f.scaleAt * 1e9))
-	if o.loadDelay < 0 {
-		return usageError{fmt.Errorf("--load-delay: must not be negative, got %v", o.loadDelay)}
-	}
-	if o.routers < 1 || o.routers > 64 {
-		return usageError{fmt.Errorf("--routers: must be between 1 and 64, got %d", o.routers)}
-	}
-	if o.gossipDelay < 0 {
-		return usageError{fmt.Errorf("--gossip-delay: must not be negative, got %v", o.gossipDelay)}
-	}
-	if o.gossipBatch < 0 {
-		return usageError{fmt.Errorf("--gossip-batch: must not be negative, got %v", o.gossipBatch)}
-	}
 	return nil
 }
 
@@ -331,13 +338,6 @@ func (f *simReplicaFlags) register(fs *flag.FlagSet, args []string) error {
 func (f *simReplicaFlags) applyPreset(_ *simOptions, set map[string]bool) error {
 	if set["replica-preset"] && f.presetSeen != *f.preset {
 		return usageError{errors.New("--replica-preset: give it once")}
-	}
-	return nil
-}
-
-func (f *simReplicaFlags) apply(o *simOptions, _ map[string]bool) error {
-	if err := o.model.Validate(); err != nil {
-		return usageError{err}
 	}
 	return nil
 }

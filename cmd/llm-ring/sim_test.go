@@ -25,7 +25,11 @@ func TestSimFlagErrors(t *testing.T) {
 		{[]string{"--seeds", "3-1"}, "--seeds: "},
 		{[]string{"--seed", "1", "--seeds", "2"}, "not both"},
 		{[]string{"--profile", "nope"}, `profile "nope"`},
-		{[]string{"--replicas", "0"}, "--replicas"},
+		{[]string{"--replicas", "0"}, "replicas: must be at least 1, got 0"},
+		{[]string{"--routers", "65"}, "routers: must be between 1 and 64, got 65"},
+		{[]string{"--load-delay", "-1s"}, "load-delay: must not be negative"},
+		{[]string{"--gossip-batch", "-1ms"}, "gossip-batch: must not be negative"},
+		{[]string{"--routers", "0"}, "--routers: must be between 1 and 64, got 0"},
 		{[]string{"--set", "bounded.epsilon=0"}, "--set bounded.epsilon=0: policies.bounded.epsilon: must be > 0"},
 		{[]string{"--set", "bounded.load_unit=bytes"}, "policies.bounded.load_unit"},
 		{[]string{"--set", "policy.nope=1"}, "none of the policies"},
@@ -51,8 +55,15 @@ func TestSimFlagErrors(t *testing.T) {
 			t.Errorf("%q: %v is not a usage error (exit code 2)", tc.args, err)
 		}
 	}
+	// What sim.Spec.Validate refuses is refused before anything runs, as a
+	// usage error: here a scenario's replica events on a shared CPU.
+	err := cmdSim(context.Background(), []string{"--out-dir", t.TempDir(), "--profiles", "churn", "--shared-cpu"}, &bytes.Buffer{}, &bytes.Buffer{})
+	var ue usageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "replica events need a CPU per replica") {
+		t.Errorf("churn on a shared CPU: error %v, want a usage error about replica events", err)
+	}
 	// A sweep value the flag rejects names the key and the value.
-	err := cmdSim(context.Background(), []string{"--profile", "quick", "--out-dir", t.TempDir(), "--sweep", "policy.epsilon=0.5,-1"}, &bytes.Buffer{}, &bytes.Buffer{})
+	err = cmdSim(context.Background(), []string{"--profile", "quick", "--out-dir", t.TempDir(), "--sweep", "policy.epsilon=0.5,-1"}, &bytes.Buffer{}, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "--sweep policy.epsilon=-1") {
 		t.Errorf("bad sweep value: error %v", err)
 	}

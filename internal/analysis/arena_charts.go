@@ -196,13 +196,11 @@ func WriteHeatMap(w io.Writer, a *Arena, mi int) error {
 // (the usual case: the worst policies stretch the axes), a second panel
 // shows that corner close up.
 func WriteParetoChart(w io.Writer, a *Arena, si int) error {
-	hit, p95 := a.MetricIndex("hit-rate"), a.MetricIndex("p95")
-	hm, lm := &a.Metrics[hit], &a.Metrics[p95]
+	pc := newParetoChart(a, si, nil)
 	var xs, ys []float64 // of the points drawn, display units
 	for pi := range a.Policies {
-		he, le := a.Cells[hit][pi][si], a.Cells[p95][pi][si]
-		if he.N > 0 && le.N > 0 && !math.IsNaN(he.Mean) && !math.IsNaN(le.Mean) {
-			xs, ys = append(xs, he.Mean*hm.Scale), append(ys, le.Mean*lm.Scale)
+		if pt, he, le := pc.at(pi); he.N > 0 && le.N > 0 && !math.IsNaN(he.Mean) && !math.IsNaN(le.Mean) {
+			xs, ys = append(xs, pt.X), append(ys, pt.Y)
 		}
 	}
 	if len(xs) == 0 {
@@ -216,13 +214,13 @@ func WriteParetoChart(w io.Writer, a *Arena, si int) error {
 	// (at least 5 points of hit rate and 10 % of its latency).
 	xlo, xhi, ylo, yhi := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
 	for _, pi := range a.Pareto(si) {
-		x, y := a.Cells[hit][pi][si].Mean*hm.Scale, a.Cells[p95][pi][si].Mean*lm.Scale
-		xlo, xhi, ylo, yhi = math.Min(xlo, x), math.Max(xhi, x), math.Min(ylo, y), math.Max(yhi, y)
+		pt, _, _ := pc.at(pi)
+		xlo, xhi, ylo, yhi = math.Min(xlo, pt.X), math.Max(xhi, pt.X), math.Min(ylo, pt.Y), math.Max(yhi, pt.Y)
 	}
 	dx := math.Max((xhi-xlo)/2, 2.5)
 	dy := math.Max((yhi-ylo)/2, 0.05*yhi)
 	zoom := &[4]float64{xlo - dx, xhi + 2*dx, math.Max(0, ylo-dy), yhi + dy} // more room right, for names
-	if hm.Scale == 100 && zoom[1] > 100 {                                    // a hit rate ends at 100 %: names go left of the points there
+	if a.Metrics[pc.hit].Scale == 100 && zoom[1] > 100 {                     // a hit rate ends at 100 %: names go left of the points there
 		zoom[1] = max(100, xhi) + 0.3*dx
 	}
 	fx := slices.Max(xs) - slices.Min(xs)
@@ -263,8 +261,7 @@ func paretoTitle(scenario string) string {
 // axes (x min, x max, y min, y max) and only the points inside it are
 // drawn, without error bars; else the axes fit every point and its bars.
 func paretoPlot(a *Arena, si int, title string, window *[4]float64) (*plot.Plot, error) {
-	hit, p95 := a.MetricIndex("hit-rate"), a.MetricIndex("p95")
-	hm, lm := &a.Metrics[hit], &a.Metrics[p95]
+	pc := newParetoChart(a, si, window)
 	p := plot.New()
 	p.Title.Text = title
 	p.Title.TextStyle.Font.Size = 12
@@ -273,16 +270,68 @@ func paretoPlot(a *Arena, si int, title string, window *[4]float64) (*plot.Plot,
 	p.X.Label.TextStyle.Font.Size, p.Y.Label.TextStyle.Font.Size = vg.Points(11), vg.Points(11)
 	p.X.Tick.Marker, p.Y.Tick.Marker = roundTicks{}, roundTicks{}
 	p.Add(plotter.NewGrid())
-	inside := func(x, y float64) bool {
-		return window == nil || x >= window[0] && x <= window[1] && y >= window[2] && y <= window[3]
+	onFront, err := pc.addFront(p)
+	if err != nil {
+		return nil, err
 	}
+	var labels plotter.XYLabels
+	for pi, pol := range a.Policies {
+		pt, ok, err := pc.addPolicy(p, pi, onFront[pi])
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			labels.XYs = append(labels.XYs, pt)
+			labels.Labels = append(labels.Labels, pol)
+		}
+	}
+	if len(labels.Labels) > 0 {
+		p.Add(&placedLabels{XYLabels: labels})
+	}
+	pc.setRanges(p)
+	return p, nil
+}
 
-	front := a.Pareto(si)
-	onFront := make([]bool, len(a.Policies))
+// paretoChart draws one scenario's policies by hit rate and p95 latency,
+// in a window (a close-up) or whole; lo and hi bound what it drew.
+type paretoChart struct {
+	a        *Arena
+	si       int
+	window   *[4]float64 // x from, x to, y from, y to (nil: the whole chart)
+	hit, p95 int         // the metrics' indexes
+	lo, hi   plotter.XY
+}
+
+func newParetoChart(a *Arena, si int, window *[4]float64) *paretoChart {
+	return &paretoChart{a: a, si: si, window: window, hit: a.MetricIndex("hit-rate"), p95: a.MetricIndex("p95"),
+		lo: plotter.XY{X: math.Inf(1), Y: math.Inf(1)}, hi: plotter.XY{X: math.Inf(-1), Y: math.Inf(-1)}}
+}
+
+// at returns policy pi's point (scaled means) and its two estimates.
+func (pc *paretoChart) at(pi int) (plotter.XY, Estimate, Estimate) {
+	he, le := pc.a.Cells[pc.hit][pi][pc.si], pc.a.Cells[pc.p95][pi][pc.si]
+	return plotter.XY{X: he.Mean * pc.a.Metrics[pc.hit].Scale, Y: le.Mean * pc.a.Metrics[pc.p95].Scale}, he, le
+}
+
+func (pc *paretoChart) inside(x, y float64) bool {
+	w := pc.window
+	return w == nil || x >= w[0] && x <= w[1] && y >= w[2] && y <= w[3]
+}
+
+// cover widens the drawn bounds to [x0, x1] × [y0, y1].
+func (pc *paretoChart) cover(x0, x1, y0, y1 float64) {
+	pc.lo.X, pc.hi.X, pc.lo.Y, pc.hi.Y = math.Min(pc.lo.X, x0), math.Max(pc.hi.X, x1), math.Min(pc.lo.Y, y0), math.Max(pc.hi.Y, y1)
+}
+
+// addFront draws the Pareto frontier as a dashed line and says which
+// policies are on it.
+func (pc *paretoChart) addFront(p *plot.Plot) ([]bool, error) {
+	onFront := make([]bool, len(pc.a.Policies))
 	var line plotter.XYs
-	for _, pi := range front {
+	for _, pi := range pc.a.Pareto(pc.si) {
 		onFront[pi] = true
-		line = append(line, plotter.XY{X: a.Cells[hit][pi][si].Mean * hm.Scale, Y: a.Cells[p95][pi][si].Mean * lm.Scale})
+		pt, _, _ := pc.at(pi)
+		line = append(line, pt)
 	}
 	if len(line) >= 2 {
 		l, err := plotter.NewLine(line)
@@ -294,69 +343,69 @@ func paretoPlot(a *Arena, si int, title string, window *[4]float64) (*plot.Plot,
 		l.Dashes = []vg.Length{vg.Points(6), vg.Points(4)}
 		p.Add(l)
 	}
-	xlo, xhi, ylo, yhi := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
-	var labels plotter.XYLabels
-	for pi, pol := range a.Policies {
-		he, le := a.Cells[hit][pi][si], a.Cells[p95][pi][si]
-		if he.N == 0 || le.N == 0 || math.IsNaN(he.Mean) || math.IsNaN(le.Mean) {
-			continue
-		}
-		x, y := he.Mean*hm.Scale, le.Mean*lm.Scale
-		if !inside(x, y) {
-			continue
-		}
-		xlo, xhi, ylo, yhi = math.Min(xlo, x), math.Max(xhi, x), math.Min(ylo, y), math.Max(yhi, y)
-		pt := plotter.XYs{{X: x, Y: y}}
-		clr := PolicyColor(pi)
+	return onFront, nil
+}
+
+// addPolicy draws policy pi's point in its colour (ringed on the
+// frontier), with its two confidence intervals on the whole chart; ok is
+// false when it has no point or the point is outside the window.
+func (pc *paretoChart) addPolicy(p *plot.Plot, pi int, onFront bool) (pt plotter.XY, ok bool, err error) {
+	pt, he, le := pc.at(pi)
+	if he.N == 0 || le.N == 0 || math.IsNaN(he.Mean) || math.IsNaN(le.Mean) || !pc.inside(pt.X, pt.Y) {
+		return pt, false, nil
+	}
+	x, y := pt.X, pt.Y
+	pc.cover(x, x, y, y)
+	pts := plotter.XYs{pt}
+	clr := PolicyColor(pi)
+	// Error bars on the whole chart only: gonum does not clip them to a
+	// close-up's window.
+	if pc.window == nil && he.N >= 2 && le.N >= 2 && !math.IsNaN(he.HalfWidth) && !math.IsNaN(le.HalfWidth) {
+		hx, hy := he.HalfWidth*pc.a.Metrics[pc.hit].Scale, le.HalfWidth*pc.a.Metrics[pc.p95].Scale
+		pc.cover(x-hx, x+hx, y-hy, y+hy)
 		r, g, b, _ := clr.RGBA()
-		faint := color.NRGBA{R: uint8(r >> 8), G: uint8(g >> 8), B: uint8(b >> 8), A: 0x80}
-		// Error bars on the whole chart only: gonum does not clip them to a
-		// close-up's window.
-		if window == nil && he.N >= 2 && le.N >= 2 && !math.IsNaN(he.HalfWidth) && !math.IsNaN(le.HalfWidth) {
-			hx, hy := he.HalfWidth*hm.Scale, le.HalfWidth*lm.Scale
-			xlo, xhi, ylo, yhi = math.Min(xlo, x-hx), math.Max(xhi, x+hx), math.Min(ylo, y-hy), math.Max(yhi, y+hy)
-			xe := &plotter.XErrorBars{XYs: pt, XErrors: plotter.XErrors{{Low: hx, High: hx}},
-				LineStyle: draw.LineStyle{Color: faint, Width: vg.Points(1)}, CapWidth: vg.Points(5)}
-			ye := &plotter.YErrorBars{XYs: pt, YErrors: plotter.YErrors{{Low: hy, High: hy}},
-				LineStyle: draw.LineStyle{Color: faint, Width: vg.Points(1)}, CapWidth: vg.Points(5)}
-			p.Add(xe, ye)
-		}
-		s, err := plotter.NewScatter(pt)
-		if err != nil {
-			return nil, err
-		}
-		s.Color = clr
-		s.Shape = draw.CircleGlyph{}
-		s.Radius = vg.Points(4)
-		p.Add(s)
-		if onFront[pi] {
-			ring, err := plotter.NewScatter(pt)
-			if err != nil {
-				return nil, err
-			}
-			ring.Color = color.Black
-			ring.Shape = draw.RingGlyph{}
-			ring.Radius = vg.Points(7)
-			p.Add(ring)
-		}
-		labels.XYs = append(labels.XYs, plotter.XY{X: x, Y: y})
-		labels.Labels = append(labels.Labels, pol)
+		faint := draw.LineStyle{Color: color.NRGBA{R: uint8(r >> 8), G: uint8(g >> 8), B: uint8(b >> 8), A: 0x80}, Width: vg.Points(1)}
+		p.Add(&plotter.XErrorBars{XYs: pts, XErrors: plotter.XErrors{{Low: hx, High: hx}}, LineStyle: faint, CapWidth: vg.Points(5)},
+			&plotter.YErrorBars{XYs: pts, YErrors: plotter.YErrors{{Low: hy, High: hy}}, LineStyle: faint, CapWidth: vg.Points(5)})
 	}
-	if len(labels.Labels) > 0 {
-		p.Add(&placedLabels{XYLabels: labels})
+	if err := addGlyph(p, pts, clr, draw.CircleGlyph{}, 4); err != nil {
+		return pt, false, err
 	}
-	if window != nil {
-		p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = window[0], window[1], window[2], window[3]
-		return p, nil
+	if onFront {
+		if err := addGlyph(p, pts, color.Black, draw.RingGlyph{}, 7); err != nil {
+			return pt, false, err
+		}
 	}
-	// Margins: room for the names on the right, a little above and below.
+	return pt, true, nil
+}
+
+// addGlyph draws pts as glyphs of shape, colour and radius (points).
+func addGlyph(p *plot.Plot, pts plotter.XYs, clr color.Color, shape draw.GlyphDrawer, radius float64) error {
+	s, err := plotter.NewScatter(pts)
+	if err != nil {
+		return err
+	}
+	s.Color = clr
+	s.Shape = shape
+	s.Radius = vg.Points(radius)
+	p.Add(s)
+	return nil
+}
+
+// setRanges sets the axes to the window, or around what was drawn with
+// margins: room for the names on the right, a little above and below.
+func (pc *paretoChart) setRanges(p *plot.Plot) {
+	if w := pc.window; w != nil {
+		p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = w[0], w[1], w[2], w[3]
+		return
+	}
+	xlo, xhi, ylo, yhi := pc.lo.X, pc.hi.X, pc.lo.Y, pc.hi.Y
 	xr, yr := math.Max(xhi-xlo, 1), math.Max(yhi-ylo, 0.1*math.Max(yhi, 1))
 	p.X.Min, p.X.Max = xlo-0.05*xr, xhi+0.25*xr
 	if p.X.Max > 100 { // no room is needed beyond 100 %: the names go left of the points there
 		p.X.Max = max(100, xhi) + 0.04*xr
 	}
 	p.Y.Min, p.Y.Max = math.Max(0, ylo-0.08*yr), yhi+0.08*yr
-	return p, nil
 }
 
 // writePlot draws one plot as a PNG of the given size.

@@ -119,6 +119,28 @@ func barPanel(s Summary, pn panel, panelWidth vg.Length) (*plot.Plot, error) {
 	p.Y.Label.TextStyle.Font.Size = 11
 	p.Y.Tick.Marker = niceTicks{}
 	p.Add(plotter.NewGrid()) // first, so that the bars are drawn over it
+	n := policyAxis(p, s, panelWidth)
+	slot := (float64(panelWidth) - 60) / float64(max(1, n))
+	barWidth := vg.Length(math.Max(6, math.Min(40, 0.6*slot)))
+	top, err := addBars(p, s, pn, barWidth)
+	if err != nil {
+		return nil, err
+	}
+	// Set the ranges after Add, which widens them to the data: bars start at
+	// 0, head room for the labels above the tallest bar, half a slot of
+	// margin on each side.
+	p.Y.Min = 0
+	p.Y.Max = 1
+	if top > 0 {
+		p.Y.Max = top * 1.15
+	}
+	p.X.Min, p.X.Max = -0.5, float64(n)-0.5
+	return p, nil
+}
+
+// policyAxis names the policies along p's x axis, rotated when they would
+// not fit side by side in panelWidth, and returns how many there are.
+func policyAxis(p *plot.Plot, s Summary, panelWidth vg.Length) int {
 	names := make([]string, len(s.Policies))
 	maxLen := 0
 	for i := range s.Policies {
@@ -127,19 +149,21 @@ func barPanel(s Summary, pn panel, panelWidth vg.Length) (*plot.Plot, error) {
 	}
 	p.NominalX(names...)
 	p.X.Tick.Label.Font.Size = 10
-	// Rotate the policy names when they would not fit side by side.
 	if n := len(names); float64(n)*(float64(maxLen)*5.5+10) > float64(panelWidth)-60 {
 		p.X.Tick.Label.Rotation = math.Pi / 6
 		p.X.Tick.Label.XAlign = draw.XRight
 		p.X.Tick.Label.YAlign = draw.YTop
 	}
+	return len(names)
+}
 
-	slot := (float64(panelWidth) - 60) / float64(max(1, len(names)))
-	barWidth := vg.Length(math.Max(6, math.Min(40, 0.6*slot)))
+// addBars adds a bar per policy at its mean, its confidence interval
+// (clamped to the metric's range) as an error bar, and the mean written
+// above it ("n/a" without one); it returns the top of the tallest.
+func addBars(p *plot.Plot, s Summary, pn panel, barWidth vg.Length) (top float64, err error) {
 	var labels plotter.XYLabels
 	var errs plotter.XYs
 	var errVals plotter.YErrors
-	top := 0.0
 	for i := range s.Policies {
 		e := pn.value(&s.Policies[i])
 		if e.N == 0 || math.IsNaN(e.Mean) {
@@ -150,7 +174,7 @@ func barPanel(s Summary, pn panel, panelWidth vg.Length) (*plot.Plot, error) {
 		mean := e.Mean * pn.scale
 		bar, err := plotter.NewBarChart(plotter.Values{mean}, barWidth)
 		if err != nil {
-			return nil, err
+			return 0, err
 		}
 		bar.XMin = float64(i)
 		bar.Color = PolicyColor(i)
@@ -174,28 +198,25 @@ func barPanel(s Summary, pn panel, panelWidth vg.Length) (*plot.Plot, error) {
 		eb.LineStyle.Width = vg.Points(1.2)
 		p.Add(eb)
 	}
-	if len(labels.Labels) > 0 {
-		l, err := plotter.NewLabels(labels)
-		if err != nil {
-			return nil, err
-		}
-		for i := range l.TextStyle {
-			l.TextStyle[i].XAlign = draw.XCenter
-			l.TextStyle[i].Font.Size = 10
-		}
-		l.Offset = vg.Point{Y: vg.Points(6)}
-		p.Add(l)
+	return top, addBarLabels(p, labels)
+}
+
+// addBarLabels writes labels centred above their points.
+func addBarLabels(p *plot.Plot, labels plotter.XYLabels) error {
+	if len(labels.Labels) == 0 {
+		return nil
 	}
-	// Set the ranges after Add, which widens them to the data: bars start at
-	// 0, head room for the labels above the tallest bar, half a slot of
-	// margin on each side.
-	p.Y.Min = 0
-	p.Y.Max = 1
-	if top > 0 {
-		p.Y.Max = top * 1.15
+	l, err := plotter.NewLabels(labels)
+	if err != nil {
+		return err
 	}
-	p.X.Min, p.X.Max = -0.5, float64(len(names))-0.5
-	return p, nil
+	for i := range l.TextStyle {
+		l.TextStyle[i].XAlign = draw.XCenter
+		l.TextStyle[i].Font.Size = 10
+	}
+	l.Offset = vg.Point{Y: vg.Points(6)}
+	p.Add(l)
+	return nil
 }
 
 // MinChartBinFollowUps is the number of follow-up turns a bin needs to be

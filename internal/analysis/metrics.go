@@ -196,6 +196,19 @@ func ComputeMetrics(run *Run, opts Options) Metrics {
 		RunID: info.RunID, Policy: info.Policy, Seed: info.Seed, Mode: info.Mode, Order: info.Order,
 		Requests: len(rows),
 	}
+	work := m.answers(rows)
+	fus := followUps(rows, opts.HitFraction)
+	m.hits(fus)
+	m.scaleUp(info, rows, fus, opts.WindowS)
+	m.balance(info, work)
+	return m
+}
+
+// answers sets the errors, the latency and TTFT percentiles and the cached
+// share from the rows, and returns each replica's work (prompt and
+// predicted tokens of its answered requests; a replica that only erred
+// counts, with none).
+func (m *Metrics) answers(rows []record.Request) map[string]int64 {
 	var lat, ttft []float64
 	var cached, prompt int64
 	work := map[string]int64{}
@@ -216,8 +229,19 @@ func ComputeMetrics(run *Run, opts Options) Metrics {
 		prompt += int64(r.CacheN + r.PromptN)
 		work[r.Replica] += int64(r.PromptN + r.PredictedN)
 	}
+	m.LatencyP50S = Percentile(lat, 0.50)
+	m.LatencyP95S = Percentile(lat, 0.95)
+	m.TTFTP50S = Percentile(ttft, 0.50)
+	m.CachedShare = math.NaN()
+	if prompt > 0 {
+		m.CachedShare = float64(cached) / float64(prompt)
+	}
+	return work
+}
 
-	fus := followUps(rows, opts.HitFraction)
+// hits sets the follow-up turns' hits, misses (avoidable: the turn was
+// sent elsewhere than its conversation's previous turn) and redirects.
+func (m *Metrics) hits(fus []followUp) {
 	m.FollowUps = len(fus)
 	for _, f := range fus {
 		switch {
@@ -236,34 +260,37 @@ func ComputeMetrics(run *Run, opts Options) Metrics {
 	m.HitRate = ratio(m.Hits, m.FollowUps)
 	m.MissRate = ratio(m.Misses, m.FollowUps)
 	m.AvoidableShare = ratio(m.AvoidableMisses, m.Misses)
+}
 
+// scaleUp sets the scale-up metrics (NaN without one): the hit rate of the
+// follow-ups started within windowS seconds after the extra replica was
+// ready, and the share of conversations moved to it.
+func (m *Metrics) scaleUp(info *record.Run, rows []record.Request, fus []followUp, windowS float64) {
 	m.ScaleReadyS, m.ScaleHitRate, m.MovedShare = math.NaN(), math.NaN(), math.NaN()
-	if info.ScaleReadyMS > 0 {
-		ready := info.ScaleReadyMS
-		m.ScaleUp = true
-		m.ScaleReadyS = ready / 1000
-		end := ready + opts.WindowS*1000
-		for _, f := range fus {
-			if f.startMS >= ready && f.startMS < end {
-				m.ScaleFollowUps++
-				if f.hit {
-					m.ScaleHits++
-				}
+	if info.ScaleReadyMS <= 0 {
+		return
+	}
+	ready := info.ScaleReadyMS
+	m.ScaleUp = true
+	m.ScaleReadyS = ready / 1000
+	end := ready + windowS*1000
+	for _, f := range fus {
+		if f.startMS >= ready && f.startMS < end {
+			m.ScaleFollowUps++
+			if f.hit {
+				m.ScaleHits++
 			}
 		}
-		m.ScaleHitRate = ratio(m.ScaleHits, m.ScaleFollowUps)
-		m.MovedEligible, m.Moved = moved(rows, ready)
-		m.MovedShare = ratio(m.Moved, m.MovedEligible)
 	}
+	m.ScaleHitRate = ratio(m.ScaleHits, m.ScaleFollowUps)
+	m.MovedEligible, m.Moved = moved(rows, ready)
+	m.MovedShare = ratio(m.Moved, m.MovedEligible)
+}
 
-	m.LatencyP50S = Percentile(lat, 0.50)
-	m.LatencyP95S = Percentile(lat, 0.95)
-	m.TTFTP50S = Percentile(ttft, 0.50)
-	m.CachedShare = math.NaN()
-	if prompt > 0 {
-		m.CachedShare = float64(cached) / float64(prompt)
-	}
-
+// balance sets each replica's work, sorted by name, the replica count (at
+// least the run's, with its extra replica) and the imbalance: the busiest
+// replica's work over the mean.
+func (m *Metrics) balance(info *record.Run, work map[string]int64) {
 	delete(work, "") // successful rows without a replica name (should not happen)
 	expected := info.Replicas
 	if info.ScaleReadyMS > 0 {
@@ -284,7 +311,6 @@ func ComputeMetrics(run *Run, opts Options) Metrics {
 	if total > 0 {
 		m.Imbalance = float64(busiest) / (float64(total) / float64(m.ReplicaCount))
 	}
-	return m
 }
 
 // moved counts, among conversations with a successful turn starting before

@@ -90,7 +90,35 @@ func SortPolicies(names []string) { slices.SortFunc(names, ComparePolicies) }
 func Summarize(runs []Run, opts Options) Summary {
 	opts = opts.WithDefaults()
 	s := Summary{Options: opts, ScaleReadyS: math.NaN()}
+	idx := summaryOrder(runs)
+	for start := 0; start < len(idx); {
+		policy := runs[idx[start]].Info.Policy
+		end := start
+		for end < len(idx) && runs[idx[end]].Info.Policy == policy {
+			end++
+		}
+		ps, ms := summarizePolicy(runs, idx[start:end], opts)
+		s.Policies = append(s.Policies, ps)
+		s.Runs = append(s.Runs, ms...)
+		start = end
+	}
+	var readySum float64
+	var readyN int
+	for i := range s.Runs {
+		if m := &s.Runs[i]; m.ScaleUp {
+			readySum += m.ScaleReadyS
+			readyN++
+		}
+	}
+	if readyN > 0 {
+		s.ScaleReadyS = readySum / float64(readyN)
+	}
+	return s
+}
 
+// summaryOrder returns the indexes of runs in the summary's order: by
+// policy (ComparePolicies), seed, order, run id.
+func summaryOrder(runs []Run) []int {
 	idx := make([]int, len(runs))
 	for i := range idx {
 		idx[i] = i
@@ -104,71 +132,64 @@ func Summarize(runs []Run, opts Options) Summary {
 			cmp.Compare(ra.RunID, rb.RunID),
 		)
 	})
+	return idx
+}
 
-	var readySum float64
-	var readyN int
-	for start := 0; start < len(idx); {
-		policy := runs[idx[start]].Info.Policy
-		end := start
-		for end < len(idx) && runs[idx[end]].Info.Policy == policy {
-			end++
+// summarizePolicy summarizes one policy's runs (runs[i] for i in idx):
+// the counts summed, every rate estimated over the runs, the hit rate over
+// time from all their follow-ups; and returns each run's metrics.
+func summarizePolicy(runs []Run, idx []int, opts Options) (PolicySummary, []Metrics) {
+	ps := PolicySummary{Policy: runs[idx[0]].Info.Policy, Runs: len(idx)}
+	var ms []Metrics
+	var fus []followUp
+	for _, i := range idx {
+		m := ComputeMetrics(&runs[i], opts)
+		ms = append(ms, m)
+		fus = append(fus, followUps(runs[i].Requests, opts.HitFraction)...)
+		ps.count(&m)
+	}
+	slices.Sort(ps.Seeds)
+	slices.Sort(ps.Modes)
+	est := func(f func(*Metrics) float64) Estimate {
+		xs := make([]float64, 0, len(ms))
+		for i := range ms {
+			xs = append(xs, f(&ms[i]))
 		}
-		ps := PolicySummary{Policy: policy, Runs: end - start}
-		var ms []Metrics
-		var fus []followUp
-		for _, i := range idx[start:end] {
-			m := ComputeMetrics(&runs[i], opts)
-			ms = append(ms, m)
-			fus = append(fus, followUps(runs[i].Requests, opts.HitFraction)...)
-			if !slices.Contains(ps.Seeds, m.Seed) {
-				ps.Seeds = append(ps.Seeds, m.Seed)
-			}
-			if !slices.Contains(ps.Modes, m.Mode) {
-				ps.Modes = append(ps.Modes, m.Mode)
-			}
-			ps.Requests += m.Requests
-			ps.Errors += m.Errors
-			ps.FollowUps += m.FollowUps
-			ps.Hits += m.Hits
-			ps.Misses += m.Misses
-			ps.AvoidableMisses += m.AvoidableMisses
-			ps.Redirects += m.Redirects
-			if m.ScaleUp {
-				ps.ScaleRuns++
-				readySum += m.ScaleReadyS
-				readyN++
-			}
-		}
-		slices.Sort(ps.Seeds)
-		slices.Sort(ps.Modes)
-		est := func(f func(*Metrics) float64) Estimate {
-			xs := make([]float64, 0, len(ms))
-			for i := range ms {
-				xs = append(xs, f(&ms[i]))
-			}
-			return Combine(xs)
-		}
-		ps.HitRate = est(func(m *Metrics) float64 { return m.HitRate })
-		ps.MissRate = est(func(m *Metrics) float64 { return m.MissRate })
-		ps.AvoidableShare = est(func(m *Metrics) float64 { return m.AvoidableShare })
-		ps.ScaleReadyS = est(func(m *Metrics) float64 { return m.ScaleReadyS })
-		ps.ScaleHitRate = est(func(m *Metrics) float64 { return m.ScaleHitRate })
-		ps.MovedShare = est(func(m *Metrics) float64 { return m.MovedShare })
-		ps.LatencyP50S = est(func(m *Metrics) float64 { return m.LatencyP50S })
-		ps.LatencyP95S = est(func(m *Metrics) float64 { return m.LatencyP95S })
-		ps.TTFTP50S = est(func(m *Metrics) float64 { return m.TTFTP50S })
-		ps.Imbalance = est(func(m *Metrics) float64 { return m.Imbalance })
-		ps.CachedShare = est(func(m *Metrics) float64 { return m.CachedShare })
-		ps.OverTime = bins(fus, opts.BinS)
+		return Combine(xs)
+	}
+	ps.HitRate = est(func(m *Metrics) float64 { return m.HitRate })
+	ps.MissRate = est(func(m *Metrics) float64 { return m.MissRate })
+	ps.AvoidableShare = est(func(m *Metrics) float64 { return m.AvoidableShare })
+	ps.ScaleReadyS = est(func(m *Metrics) float64 { return m.ScaleReadyS })
+	ps.ScaleHitRate = est(func(m *Metrics) float64 { return m.ScaleHitRate })
+	ps.MovedShare = est(func(m *Metrics) float64 { return m.MovedShare })
+	ps.LatencyP50S = est(func(m *Metrics) float64 { return m.LatencyP50S })
+	ps.LatencyP95S = est(func(m *Metrics) float64 { return m.LatencyP95S })
+	ps.TTFTP50S = est(func(m *Metrics) float64 { return m.TTFTP50S })
+	ps.Imbalance = est(func(m *Metrics) float64 { return m.Imbalance })
+	ps.CachedShare = est(func(m *Metrics) float64 { return m.CachedShare })
+	ps.OverTime = bins(fus, opts.BinS)
+	return ps, ms
+}
 
-		s.Policies = append(s.Policies, ps)
-		s.Runs = append(s.Runs, ms...)
-		start = end
+// count adds one run's seed, mode and counts to the policy's.
+func (ps *PolicySummary) count(m *Metrics) {
+	if !slices.Contains(ps.Seeds, m.Seed) {
+		ps.Seeds = append(ps.Seeds, m.Seed)
 	}
-	if readyN > 0 {
-		s.ScaleReadyS = readySum / float64(readyN)
+	if !slices.Contains(ps.Modes, m.Mode) {
+		ps.Modes = append(ps.Modes, m.Mode)
 	}
-	return s
+	ps.Requests += m.Requests
+	ps.Errors += m.Errors
+	ps.FollowUps += m.FollowUps
+	ps.Hits += m.Hits
+	ps.Misses += m.Misses
+	ps.AvoidableMisses += m.AvoidableMisses
+	ps.Redirects += m.Redirects
+	if m.ScaleUp {
+		ps.ScaleRuns++
+	}
 }
 
 // bins pools follow-up turns into bins of binS seconds of start time.

@@ -20,8 +20,9 @@ import (
 // Bounds of one poll of a replica's model list, where ModelPollOptions
 // leaves them zero.
 const (
-	// DefaultModelPollTimeout bounds one poll, connection to last byte
-	// (and never more than half the refresh interval).
+	// DefaultModelPollTimeout bounds one poll, connection to last byte.
+	// A poll that outlasts the refresh interval delays that replica's
+	// next one (one in flight per replica), never another's.
 	DefaultModelPollTimeout = 5 * time.Second
 	// DefaultModelPollMaxBytes bounds one answer: a vLLM list entry is
 	// about 300 bytes, so this holds thousands of adapters.
@@ -34,8 +35,7 @@ const (
 type ModelPollOptions struct {
 	// Refresh is the interval between two polls of one replica (> 0).
 	Refresh time.Duration
-	// Timeout bounds one poll; 0: DefaultModelPollTimeout, at most
-	// Refresh/2.
+	// Timeout bounds one poll; 0: DefaultModelPollTimeout.
 	Timeout time.Duration
 	// MaxBytes bounds one answer; 0: DefaultModelPollMaxBytes.
 	MaxBytes int64
@@ -54,14 +54,17 @@ type ModelPollOptions struct {
 // ModelPoller decorates a Source with each replica's models, polled from
 // the replica itself (discovery.model_source replicas; issue 23).
 //
-// It publishes the wrapped source's sets with Replica.Models filled in: a
-// replica's models are nil (unknown: it serves anything) until its first
+// It publishes the wrapped source's sets with Replica.Models filled in. A
+// replica that joins is polled at once and held back from the published
+// set until that poll ends (or for at most two Refresh intervals, when it
+// is slow or waits for a slot), so that it does not serve as a replica of
+// unknown models for the milliseconds its answer takes; then it is polled
+// every Refresh. Its models are nil (unknown: it serves anything) until a
 // poll succeeds, then the last list it answered, kept while later polls
 // fail. A replica whose source already gave its models (a static replica
-// that lists them) is not polled. A replica that joins is polled at once,
-// then every Refresh; one that leaves is forgotten. A new set is published
-// when the wrapped source publishes one and whenever a replica's list
-// changes, never twice the same set.
+// that lists them) is not polled nor held. One that leaves is forgotten at
+// once. A new set is published when the wrapped source publishes one and
+// whenever a replica's list changes, never twice the same set.
 //
 // Concurrency: the wrapped source's update callback only stores its set
 // (under a mutex) and signals; polls run in goroutines of their own, at
@@ -94,7 +97,6 @@ func NewModelPoller(src Source, o ModelPollOptions) (*ModelPoller, error) {
 	if o.Timeout == 0 {
 		o.Timeout = DefaultModelPollTimeout
 	}
-	o.Timeout = min(o.Timeout, o.Refresh/2)
 	if o.MaxBytes == 0 {
 		o.MaxBytes = DefaultModelPollMaxBytes
 	}
@@ -196,7 +198,7 @@ func (p *ModelPoller) Run(ctx context.Context, update func([]replicaset.Replica)
 			st.setMembers(rs)
 			publish = true
 		case <-tick.C:
-			st.tick()
+			publish = st.tick()
 		case r := <-results:
 			publish = st.apply(r, p.log)
 		}
@@ -205,7 +207,7 @@ func (p *ModelPoller) Run(ctx context.Context, update func([]replicaset.Replica)
 		}
 		if cur := st.decorated(); publish && (!published || !slices.EqualFunc(cur, last, replicaset.Equal)) {
 			last, published = cur, true
-			update(cur)
+			update(slices.Clone(cur)) // the consumer may keep or change it
 		}
 	}
 }
@@ -271,6 +273,8 @@ type replicaModels struct {
 	failing     bool               // the last poll failed (logged when it began)
 	inflight    bool
 	due         bool // to poll at the next chance
+	pending     bool // joined, not published until its first poll ends (or a full Refresh)
+	sawTick     bool // pending through one tick already
 }
 
 func newModelState(defaultEngine string) *modelState {
@@ -295,7 +299,7 @@ func (s *modelState) setMembers(rs []replicaset.Replica) {
 		}
 		e := s.known[r.Name]
 		if e == nil {
-			e = &replicaModels{}
+			e = &replicaModels{pending: true}
 			s.known[r.Name] = e
 		}
 		if e.gen == 0 || e.url != r.URL || e.engine != eng {
@@ -310,11 +314,19 @@ func (s *modelState) setMembers(rs []replicaset.Replica) {
 	}
 }
 
-// tick makes every polled replica due.
-func (s *modelState) tick() {
+// tick makes every polled replica due, and releases a joined replica
+// whose first poll has not ended for a whole interval (a slow replica, or a
+// wait for a slot): it reports whether one was.
+func (s *modelState) tick() bool {
+	released := false
 	for _, e := range s.known {
 		e.due = true
+		if e.pending && e.sawTick {
+			e.pending, released = false, true
+		}
+		e.sawTick = true
 	}
+	return released
 }
 
 // due returns the polls to start now (each replica at most one in flight),
@@ -348,20 +360,22 @@ func (s *modelState) apply(r pollResult, log *slog.Logger) bool {
 		return false // the replica left, or moved, since the poll began
 	}
 	e.inflight = false
+	joined := e.pending
+	e.pending = false
 	if r.err != nil {
 		if !e.failing {
 			e.failing = true
 			log.Warn("replica_models_poll_failed", "replica", r.name, "url", e.url, "err", r.err,
 				"kept", modelNames(e.models))
 		}
-		return false
+		return joined
 	}
 	if e.failing {
 		e.failing = false
 		log.Info("replica_models_poll_recovered", "replica", r.name, "url", e.url)
 	}
 	if e.models != nil && slices.Equal(e.models, r.models) {
-		return false
+		return joined
 	}
 	e.models = r.models
 	log.Info("replica_models_changed", "replica", r.name, "models", modelNames(r.models))
@@ -369,16 +383,21 @@ func (s *modelState) apply(r pollResult, log *slog.Logger) bool {
 }
 
 // decorated is the set to publish: the members, each with its models (the
-// source's own, else the last polled list, else nil).
+// source's own, else the last polled list, else nil), less the joined
+// ones still pending.
 func (s *modelState) decorated() []replicaset.Replica {
-	out := slices.Clone(s.members)
-	if out == nil {
-		out = []replicaset.Replica{}
-	}
-	for i := range out {
-		if e := s.known[out[i].Name]; out[i].Models == nil && e != nil && e.models != nil {
-			out[i].Models = slices.Clone(e.models)
+	out := make([]replicaset.Replica, 0, len(s.members))
+	for _, r := range s.members {
+		e := s.known[r.Name]
+		if r.Models == nil && e != nil {
+			if e.pending {
+				continue
+			}
+			if e.models != nil {
+				r.Models = slices.Clone(e.models)
+			}
 		}
+		out = append(out, r)
 	}
 	return out
 }

@@ -7,12 +7,16 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/llm-ring/llm-ring/internal/replicaset"
 )
@@ -234,15 +238,21 @@ func TestModelPollerFollowsLists(t *testing.T) {
 	src := Static{{Name: "b", URL: b.URL}, {Name: "a", URL: a.URL + "/"}}
 	w := startPoller(t, src, ModelPollOptions{})
 
-	first := w.until("first set", func([]replicaset.Replica) bool { return true })
-	if len(first) != 2 || first[0].Name != "a" || first[1].Name != "b" {
-		t.Fatalf("first set %v: want a and b, sorted", first)
-	}
-	w.until("both polled", func(rs []replicaset.Replica) bool {
+	// Each replica is held back until its first poll ends: no set shows
+	// it with unknown models.
+	rs := w.until("both polled", func(rs []replicaset.Replica) bool {
+		for _, r := range rs {
+			if r.Models == nil {
+				t.Fatalf("%s published before its first poll ended: %v", r.Name, rs)
+			}
+		}
 		return has(rs, "a", models("llama-3.1-8b", "")) && has(rs, "b", models("qwen-2.5-7b", ""))
 	})
+	if len(rs) != 2 || rs[0].Name != "a" {
+		t.Fatalf("set %v: want a and b, sorted", rs)
+	}
 	a.answer(http.StatusOK, vllmAdapter)
-	rs := w.until("adapter loaded", func(rs []replicaset.Replica) bool {
+	rs = w.until("adapter loaded", func(rs []replicaset.Replica) bool {
 		return has(rs, "a", models("llama-3.1-8b", "", "sql-lora", "llama-3.1-8b"))
 	})
 	if !has(rs, "b", models("qwen-2.5-7b", "")) || rs[0].URL != a.URL+"/" {
@@ -319,8 +329,12 @@ func TestModelPollerBoundsBadAnswers(t *testing.T) {
 	html := newModelServer(t, `<html>not found</html>`)
 	src := Static{{Name: "good", URL: good.URL}, {Name: "slow", URL: slow.URL}, {Name: "huge", URL: huge.URL},
 		{Name: "bad", URL: bad.URL}, {Name: "html", URL: html.URL}}
-	w := startPoller(t, src, ModelPollOptions{Refresh: 100 * time.Millisecond, Timeout: 20 * time.Millisecond, MaxBytes: 1024})
-	rs := w.until("good known", func(rs []replicaset.Replica) bool { return has(rs, "good", models("llama-3.1-8b", "")) })
+	w := startPoller(t, src, ModelPollOptions{Refresh: 100 * time.Millisecond, Timeout: 200 * time.Millisecond, MaxBytes: 1024})
+	// Each bad replica joins, unknown, once its first poll has failed.
+	rs := w.until("all five", func(rs []replicaset.Replica) bool { return len(rs) == 5 })
+	if !has(rs, "good", models("llama-3.1-8b", "")) {
+		t.Errorf("good: %v", rs)
+	}
 	for _, name := range []string{"slow", "huge", "bad", "html"} {
 		if !has(rs, name, nil) {
 			t.Errorf("%s: models %v, want unknown", name, rs)
@@ -338,6 +352,24 @@ func TestModelPollerBoundsBadAnswers(t *testing.T) {
 	}
 	if got := w.logs.count("replica_models_poll_failed"); got != 4 {
 		t.Errorf("%d poll_failed lines, want 4 (one per bad replica)\n%s", got, w.logs)
+	}
+}
+
+// A joining replica whose first poll does not end is held back for at
+// most two refresh intervals, then published with unknown models.
+func TestModelPollerReleasesSlowJoiner(t *testing.T) {
+	good := newModelServer(t, vllmBase)
+	slow := newModelServer(t, vllmBase)
+	slow.setDelay(time.Hour)
+	w := startPoller(t, Static{{Name: "good", URL: good.URL}, {Name: "slow", URL: slow.URL}},
+		ModelPollOptions{Refresh: 200 * time.Millisecond, Timeout: time.Hour})
+	rs := w.until("good", func(rs []replicaset.Replica) bool { return len(rs) > 0 })
+	if len(rs) != 1 || !has(rs, "good", models("llama-3.1-8b", "")) {
+		t.Fatalf("first set %v, want good alone (slow held back)", rs)
+	}
+	w.until("slow released", func(rs []replicaset.Replica) bool { return has(rs, "slow", nil) && len(rs) == 2 })
+	if n := w.logs.count("replica_models_poll_failed"); n != 0 {
+		t.Errorf("%d failures logged for a poll still in flight", n)
 	}
 }
 
@@ -373,11 +405,15 @@ func TestModelPollerMembership(t *testing.T) {
 
 	configured := models("configured", "")
 	src.sets <- []replicaset.Replica{{Name: "a", URL: a.URL}, {Name: "b", URL: b.URL}, {Name: "c", URL: c.URL, Models: configured}}
-	rs := w.until("b joined", func(rs []replicaset.Replica) bool { return len(rs) == 3 })
-	if !has(rs, "a", models("llama-3.1-8b", "")) || !has(rs, "b", nil) || !has(rs, "c", configured) {
-		t.Fatalf("joined: %v, want a known, b unknown, c configured", rs)
+	// c (configured) joins at once; b once its first poll has ended.
+	rs := w.until("c joined", func([]replicaset.Replica) bool { return true })
+	if len(rs) != 2 || !has(rs, "a", models("llama-3.1-8b", "")) || !has(rs, "c", configured) {
+		t.Fatalf("joined: %v, want a known and c configured, b held back", rs)
 	}
-	w.until("b polled", func(rs []replicaset.Replica) bool { return has(rs, "b", models("qwen", "")) })
+	rs = w.until("b polled", func([]replicaset.Replica) bool { return true })
+	if len(rs) != 3 || !has(rs, "b", models("qwen", "")) {
+		t.Fatalf("b polled: %v", rs)
+	}
 
 	src.sets <- []replicaset.Replica{{Name: "b", URL: b.URL}, {Name: "c", URL: c.URL, Models: configured}}
 	rs = w.until("a left", func([]replicaset.Replica) bool { return true })
@@ -484,4 +520,26 @@ func TestStaticPassesModelsThrough(t *testing.T) {
 	if len(rs) != 2 || !has(rs, "a", configured) || !has(rs, "b", nil) || rs[0].Name != "a" {
 		t.Fatalf("static published %v", rs)
 	}
+}
+
+// The poller wraps the Kubernetes source as it wraps the static list: the
+// pods its EndpointSlices name are polled at their URLs.
+func TestModelPollerOverKubernetes(t *testing.T) {
+	s := newModelServer(t, vllmAdapter)
+	u, err := url.Parse(s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, _ := strconv.Atoi(u.Port())
+	es := slice("llm-a", "llm", ep("llm-0", u.Hostname()))
+	es.Ports[0].Port = ptr(int32(port))
+	client := fake.NewClientset(es)
+	k, err := NewKubernetes(KubernetesOptions{Namespace: "llm-ring", Service: "llm", PortName: "http", Client: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := startPoller(t, k, ModelPollOptions{})
+	w.until("pod polled", func(rs []replicaset.Replica) bool {
+		return len(rs) == 1 && rs[0].URL == s.URL && has(rs, "llm-0", models("llama-3.1-8b", "", "sql-lora", "llama-3.1-8b"))
+	})
 }

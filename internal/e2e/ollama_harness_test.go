@@ -7,6 +7,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -194,14 +195,43 @@ func routerFor(t *testing.T, servers []ollamaServer, edit func(*config.Router)) 
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- rt.Serve(ctx, ln, discovery.Static(c.Discovery.Static)) }()
+	src, err := discovery.FromConfig(c, nil) // as the binary: the shipped model_source polls the servers' model lists
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- rt.Serve(ctx, ln, src) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return "http://" + ln.Addr().String(), logs
+	url = "http://" + ln.Addr().String()
+	waitReady(t, url, len(servers))
+	return url, logs
+}
+
+// waitReady waits until the router's /readyz counts n replicas: the
+// model poller publishes a replica once its first model-list poll ended,
+// as a deployment's readiness probe waits for it.
+func waitReady(t *testing.T, url string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(url + "/readyz")
+		var body struct{ Replicas int }
+		if err == nil {
+			_ = json.NewDecoder(resp.Body).Decode(&body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && body.Replicas == n {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the router never counted %d ready replicas (last: %d, %v)", n, body.Replicas, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // slotLine is one "loading cache slot" line of the runner: the prompt's

@@ -556,3 +556,32 @@ func BenchmarkResolve(b *testing.B) {
 		}
 	}
 }
+
+// TestImplicitTag: Ollama lists "tiny:latest" and serves a request for
+// "tiny" with it; the router does the same (the request keeps its name),
+// unless "tiny" is a model of its own. A tag that is not :latest is not
+// implied, and a name is never stripped of its tag.
+func TestImplicitTag(t *testing.T) {
+	s, _ := newSet(t, Config{})
+	s.SetReplicas([]replicaset.Replica{rep("a", "tiny:latest"), rep("b", "qwen:0.5b"), rep("c", "phi:latest"), rep("d", "phi")})
+	tiny, phi := s.Pool("tiny:latest"), s.Pool("phi")
+	for _, tt := range []struct {
+		ask  string
+		want *Pool
+	}{
+		{"tiny", tiny}, {"tiny:latest", tiny}, {"phi", phi}, {"phi:latest", s.Pool("phi:latest")},
+	} {
+		got, err := s.Resolve(tt.ask, 1)
+		if err != nil || got.Pool != tt.want || got.Model != tt.ask || got.Rewritten {
+			t.Errorf("Resolve(%q) = %+v, %v; want pool %s, the name kept", tt.ask, got, err, tt.want.Model())
+		}
+	}
+	for _, ask := range []string{"qwen", "tiny:0.5b", "qwen:0.5b:latest"} {
+		if _, err := s.Resolve(ask, 1); err == nil {
+			t.Errorf("Resolve(%q) succeeded, want an unknown model", ask)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = s.Resolve("tiny", 1) }); n != 0 {
+		t.Errorf("Resolve of an untagged name: %v allocations, want 0", n)
+	}
+}

@@ -12,7 +12,8 @@ import "slices"
 //	           From) over the weights (the same conversation always gets
 //	           the same target);
 //	adapter -> its base model's pool, Route.Adapter = the adapter name;
-//	model   -> its pool; no such pool with replicas: the catch-all pool if
+//	model   -> its pool; a name without a tag, the pool of NAME:latest
+//	           (ImplicitTag, Ollama's names); no such pool with replicas: the catch-all pool if
 //	           it has replicas (Route.Model = the name as asked, after alias
 //	           and rewrite), else *UnknownModelError listing the served models.
 //
@@ -55,6 +56,10 @@ func (s *Set) Resolve(model string, conv uint64) (Route, error) {
 			rt.Pool = p
 			return rt, nil
 		}
+	}
+	if p, ok := sn.untagged[name]; ok {
+		rt.Pool = p // Ollama's implicit ":latest" (ImplicitTag)
+		return rt, nil
 	}
 	if sn.catchAll || sn.none {
 		rt.Pool = s.catchAll

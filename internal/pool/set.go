@@ -34,6 +34,7 @@ type Set struct {
 // snapshot is what Resolve reads: replaced whole by SetReplicas.
 type snapshot struct {
 	served   map[string]*Pool      // base models with at least one member
+	untagged map[string]*Pool      // NAME → the pool served as NAME:latest (ImplicitTag), when NAME is not served itself
 	adapters map[string]adapterRef // adapter → its base: configured, then learned from replicas
 	catchAll bool                  // the catch-all pool has members
 	only     *Pool                 // the only pool with members (catch-all aside), or nil
@@ -223,8 +224,23 @@ func (s *Set) build(learned map[string]string, listing map[string]int) *snapshot
 		}
 	}
 	sn.none = len(sn.served) == 0 && !sn.catchAll
+	for model, p := range sn.served {
+		if bare, ok := strings.CutSuffix(model, ImplicitTag); ok && bare != "" && sn.served[bare] == nil {
+			if sn.untagged == nil {
+				sn.untagged = map[string]*Pool{}
+			}
+			sn.untagged[bare] = p
+		}
+	}
 	return sn
 }
+
+// ImplicitTag is the tag a model name without one means, as Ollama (and
+// the image registries its names follow) read it: a request for "llama3"
+// is served by the pool of "llama3:latest", the name Ollama's /api/tags
+// lists, unless "llama3" is served itself. The request keeps the name it
+// gave (Ollama accepts both).
+const ImplicitTag = ":latest"
 
 // SetReported records what a replica reported about itself into every
 // pool holding it (and remembers it for the pools it joins later).

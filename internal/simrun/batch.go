@@ -92,41 +92,65 @@ type Job struct {
 // RunJobs is RunAll with a folder per run (a sweep writes each value's runs
 // into a folder of their own), all in one pool of workers.
 func RunJobs(ctx context.Context, jobs []Job, opts BatchOptions) ([]sim.Result, error) {
+	if err := checkJobs(jobs); err != nil {
+		return nil, err
+	}
+	if err := prepareDirs(jobs, opts.Force); err != nil {
+		return nil, err
+	}
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	return runPool(ctx, jobs, max(1, min(workers, len(jobs))), opts.Done)
+}
+
+// checkJobs refuses a run id given twice in one folder and a spec that
+// does not validate, before anything runs.
+func checkJobs(jobs []Job) error {
 	type runKey struct{ dir, id string }
 	seen := make(map[runKey]bool, len(jobs))
 	for i := range jobs {
 		j := &jobs[i]
 		k := runKey{filepath.Clean(j.Dir), j.Spec.RunID}
 		if seen[k] {
-			return nil, fmt.Errorf("run id %q appears twice in %s", k.id, k.dir)
+			return fmt.Errorf("run id %q appears twice in %s", k.id, k.dir)
 		}
 		seen[k] = true
 		if err := j.Spec.Validate(); err != nil {
-			return nil, fmt.Errorf("run %s: %w", j.Spec.RunID, err)
+			return fmt.Errorf("run %s: %w", j.Spec.RunID, err)
 		}
 	}
+	return nil
+}
+
+// prepareDirs creates the runs' folders and, without force, refuses a run
+// whose CSV or JSON is already there.
+func prepareDirs(jobs []Job, force bool) error {
 	for i := range jobs {
 		if err := os.MkdirAll(jobs[i].Dir, 0o755); err != nil {
-			return nil, fmt.Errorf("create output folder: %w", err)
+			return fmt.Errorf("create output folder: %w", err)
 		}
-		if opts.Force {
+		if force {
 			continue
 		}
 		for _, ext := range []string{".csv", ".json"} {
 			p := filepath.Join(jobs[i].Dir, jobs[i].Spec.RunID+ext)
 			if _, err := os.Stat(p); err == nil {
-				return nil, fmt.Errorf("%s: %w (use --force to overwrite, or another --out-dir)", p, ErrExists)
+				return fmt.Errorf("%s: %w (use --force to overwrite, or another --out-dir)", p, ErrExists)
 			} else if !errors.Is(err, fs.ErrNotExist) {
-				return nil, err
+				return err
 			}
 		}
 	}
-	workers := opts.Workers
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	workers = max(1, min(workers, len(jobs)))
+	return nil
+}
 
+// runPool runs the jobs on workers goroutines, all joined before it
+// returns; the first error cancels the rest, and is the one reported (not
+// the cancellations it caused). done, when set, is called after each run,
+// one call at a time.
+func runPool(ctx context.Context, jobs []Job, workers int, done func(*sim.Spec, *sim.Result)) ([]sim.Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	results := make([]sim.Result, len(jobs))
@@ -135,9 +159,7 @@ func RunJobs(ctx context.Context, jobs []Job, opts BatchOptions) ([]sim.Result, 
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range next {
 				j := &jobs[i]
 				res, err := WriteRun(ctx, j.Dir, j.Spec)
@@ -146,13 +168,13 @@ func RunJobs(ctx context.Context, jobs []Job, opts BatchOptions) ([]sim.Result, 
 					cancel()
 					continue
 				}
-				if opts.Done != nil {
+				if done != nil {
 					mu.Lock()
-					opts.Done(&j.Spec, &results[i])
+					done(&j.Spec, &results[i])
 					mu.Unlock()
 				}
 			}
-		}()
+		})
 	}
 feed:
 	for i := range jobs {
@@ -164,7 +186,6 @@ feed:
 	}
 	close(next)
 	wg.Wait()
-	// Report the first real failure, not the cancellations it caused.
 	for _, err := range errs {
 		if err != nil && !errors.Is(err, context.Canceled) {
 			return results, err
