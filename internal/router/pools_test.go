@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -462,5 +463,29 @@ func TestLegacyAndByLoad(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("embeddings for an unknown model: %d", resp.StatusCode)
+	}
+}
+
+// The endpoint picker's Flight refuses an unknown model as the proxy does
+// (404, the message listing the models), and routes a known one in its
+// pool.
+func TestFlightUnknownModel(t *testing.T) {
+	a := newModelReplica(t, "a-0", replicaset.Model{Name: "model-a"})
+	b := newModelReplica(t, "b-0", replicaset.Model{Name: "model-b"})
+	rt, _ := poolRouter(t, []replicaset.Replica{a.replica(), b.replica()})
+	_, err := rt.NewFlight(context.Background(), http.MethodPost, "/v1/chat/completions", http.Header{},
+		[]byte(`{"model":"nope","messages":[{"role":"user","content":"x"}]}`))
+	var fe *FlightError
+	if !errors.As(err, &fe) || fe.Status != http.StatusNotFound || !strings.Contains(fe.Msg, "models served: model-a, model-b") {
+		t.Fatalf("unknown model: %v", err)
+	}
+	fl, err := rt.NewFlight(context.Background(), http.MethodPost, "/v1/chat/completions", http.Header{},
+		[]byte(`{"model":"model-b","messages":[{"role":"user","content":"x"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fl.Finish(context.Background())
+	if err := fl.Route(); err != nil || fl.Replica().Name != "b-0" {
+		t.Fatalf("model-b: %v on %q", err, fl.Replica().Name)
 	}
 }
