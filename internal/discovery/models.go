@@ -395,6 +395,10 @@ func (s *modelState) decorated() []replicaset.Replica {
 			}
 			if e.models != nil {
 				r.Models = slices.Clone(e.models)
+				// An engine that ignores the request's model serves
+				// other names too (engine.Preset.AnyModel).
+				pr, err := engine.PresetOf(e.engine)
+				r.AnyModel = err == nil && pr.AnyModel
 			}
 		}
 		out = append(out, r)

@@ -543,3 +543,20 @@ func TestModelPollerOverKubernetes(t *testing.T) {
 		return len(rs) == 1 && rs[0].URL == s.URL && has(rs, "llm-0", models("llama-3.1-8b", "", "sql-lora", "llama-3.1-8b"))
 	})
 }
+
+// A polled replica whose engine ignores the request's model (llama.cpp,
+// SGLang) also serves other names (AnyModel: the catch-all pool too); a
+// vLLM or Ollama replica serves only what it lists.
+func TestModelPollerAnyModel(t *testing.T) {
+	l := newModelServer(t, `{"data":[{"id":"qwen2.5-0.5b"}]}`)
+	v := newModelServer(t, vllmBase)
+	w := startPoller(t, Static{{Name: "l", URL: l.URL, Engine: "llamacpp"}, {Name: "v", URL: v.URL}}, ModelPollOptions{Engine: "vllm"})
+	rs := w.until("both polled", func(rs []replicaset.Replica) bool {
+		return has(rs, "l", models("qwen2.5-0.5b", "")) && has(rs, "v", models("llama-3.1-8b", ""))
+	})
+	for _, r := range rs {
+		if want := r.Name == "l"; r.AnyModel != want {
+			t.Errorf("%s: AnyModel %v, want %v", r.Name, r.AnyModel, want)
+		}
+	}
+}

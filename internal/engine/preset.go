@@ -34,6 +34,13 @@ type Preset struct {
 	// ModelsFormat says.
 	ModelsPath   string
 	ModelsFormat ModelsFormat
+	// AnyModel: the engine serves a request whatever model it names (it
+	// has one model loaded and does not read the field), so a replica
+	// whose list was polled also serves the requests for models no pool
+	// has (the catch-all pool, as before pools). vLLM and Ollama answer
+	// 404 for a model they do not serve; llama.cpp's server (one model,
+	// outside its router mode) and SGLang answer with the model they have.
+	AnyModel bool
 }
 
 // Engine names, as the configuration spells them.
@@ -51,7 +58,9 @@ var presets = []Preset{
 	// --metrics (tools/server/server.cpp). GET /v1/models: the OpenAI list
 	// of the loaded model (several in its router mode), next to an
 	// Ollama-style "models" list.
-	{Name: LlamaCpp, HealthPath: "/health", Metrics: LlamaCpp, ModelsPath: "/v1/models"},
+	// It does not read a request's model (tools/server/server.cpp reads
+	// "model" only in its router mode): AnyModel.
+	{Name: LlamaCpp, HealthPath: "/health", Metrics: LlamaCpp, ModelsPath: "/v1/models", AnyModel: true},
 	// vLLM: GET /health is 200 once the engine serves (its API servers'
 	// health route, vllm/entrypoints/openai/api_server.py); /metrics
 	// always on. GET /v1/models lists the served model names and every
@@ -61,7 +70,10 @@ var presets = []Preset{
 	// SGLang: GET /health is 200 once serving (/health_generate also runs
 	// a generation; python/sglang/srt/entrypoints/http_server.py); /metrics
 	// with --enable-metrics. GET /v1/models: the OpenAI list.
-	{Name: SGLang, HealthPath: "/health", Metrics: SGLang, ModelsPath: "/v1/models"},
+	// A request's model selects only a LoRA adapter ("base:adapter");
+	// any other name is served by the loaded model
+	// (python/sglang/srt/entrypoints/openai/serving_chat.py): AnyModel.
+	{Name: SGLang, HealthPath: "/health", Metrics: SGLang, ModelsPath: "/v1/models", AnyModel: true},
 	// Ollama: no /health (404) and no /metrics; GET /api/version answers
 	// {"version":"…"} as soon as the server listens (models load on the
 	// first request that names them). GET /api/tags lists the pulled

@@ -585,3 +585,21 @@ func TestImplicitTag(t *testing.T) {
 		t.Errorf("Resolve of an untagged name: %v allocations, want 0", n)
 	}
 }
+
+// TestAnyModel: a replica whose engine ignores the model's name is in its
+// models' pools and in the catch-all pool: a request for a model no pool
+// has goes there, not to a 404.
+func TestAnyModel(t *testing.T) {
+	s, _ := newSet(t, Config{})
+	l := rep("l", "qwen")
+	l.AnyModel = true
+	s.SetReplicas([]replicaset.Replica{l, rep("v", "llama-8b")})
+	if got := members(s.Pool("")); !slices.Equal(got, []string{"l"}) {
+		t.Errorf("catch-all members %v, want [l]", got)
+	}
+	for ask, want := range map[string]*Pool{"qwen": s.Pool("qwen"), "llama-8b": s.Pool("llama-8b"), "gpt-3.5-turbo": s.Pool("")} {
+		if got, err := s.Resolve(ask, 1); err != nil || got.Pool != want {
+			t.Errorf("Resolve(%q) = %+v, %v; want pool %q", ask, got, err, want.Model())
+		}
+	}
+}

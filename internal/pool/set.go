@@ -95,6 +95,9 @@ func membership(r replicaset.Replica) (bases []string, adapters []replicaset.Mod
 			bases = append(bases, base)
 		}
 	}
+	if r.AnyModel && !slices.Contains(bases, "") {
+		bases = append(bases, "") // and whatever else a request names
+	}
 	slices.Sort(bases)
 	return bases, adapters
 }
@@ -104,7 +107,7 @@ func membership(r replicaset.Replica) (bases []string, adapters []replicaset.Mod
 // Parent's pool and teaches the set that adapter → parent; a replica whose
 // Models is nil joins the catch-all pool "" (it serves anything, as every
 // replica did before pools; an empty, non-nil list serves nothing and joins
-// no pool). Pools are created on first sight (newTable)
+// no pool), and so does one with AnyModel besides its models' pools. Pools are created on first sight (newTable)
 // and kept while empty (their memory survives a rollout). Each pool's
 // Table gets its members (state.Table.SetReplicas). It returns the models
 // whose membership changed, sorted. On an error (newTable failed) nothing

@@ -26,6 +26,10 @@ type Replica struct {
 	// serves whatever a request asks for (the catch-all pool), as every
 	// replica did before pools.
 	Models []Model `json:"models,omitempty" cfg:"optional"`
+	// AnyModel: besides the models it lists, the replica serves requests
+	// for any other model name (its engine ignores the name: llama.cpp,
+	// SGLang), so it is also a member of the catch-all pool.
+	AnyModel bool `json:"any_model,omitempty" cfg:"optional"`
 }
 
 // Model is one model a replica serves.
@@ -70,5 +74,5 @@ func Validate(rs []Replica) error {
 // Equal reports whether a and b are the same replica (name, URL, engine and
 // models, in order).
 func Equal(a, b Replica) bool {
-	return a.Name == b.Name && a.URL == b.URL && a.Engine == b.Engine && slices.Equal(a.Models, b.Models)
+	return a.Name == b.Name && a.URL == b.URL && a.Engine == b.Engine && a.AnyModel == b.AnyModel && slices.Equal(a.Models, b.Models)
 }
