@@ -43,7 +43,6 @@ type Policy interface {
 type Request struct {
 	Hash         uint64 // hash of the conversation key (ring.HashString)
 	PromptTokens int    // whole prompt, tokens (estimated or learned)
-	PromptChars  int    // whole prompt, characters as rendered for the replica
 	OutputTokens int    // expected output tokens (max_tokens, or the configured default)
 	Seq          uint64 // the driver's request sequence number (round-robin)
 	// Last is the replica index where the conversation was last served, or -1
@@ -52,11 +51,11 @@ type Request struct {
 	// CachedTokens is how many of this conversation's tokens Last is believed
 	// to hold in its prompt cache (previous prompt plus answer); 0 if unknown.
 	CachedTokens int
-	// How old that belief is: CachedAge is the time (ns) since the
-	// conversation last used Last, and SentSince the tokens routed to Last
-	// by everyone since its last answer there: traffic that may have
-	// pushed this conversation out of the replica's cache. 0 when Last < 0.
-	CachedAge, SentSince int64
+	// How stale that belief may be: SentSince is the tokens routed to Last
+	// by everyone since the conversation's last answer there, traffic that
+	// may have pushed it out of the replica's cache (an engine evicts under
+	// pressure, not with age). 0 when Last < 0.
+	SentSince int64
 	// FirstUser is the text of the first user message (chat) or the start of
 	// the raw prompt: policies that key on a prompt prefix hash a part of it
 	// (without copying it).

@@ -274,7 +274,7 @@ func (p *Predictive) prior(v *View) predicted {
 // cache after sent tokens were routed to it since the conversation's last
 // answer there: 1 − sent ÷ cache_tokens, clamped to [0, 1]. An engine
 // evicts under pressure (least recently used first), not with age, so the
-// age of the entry (Request.CachedAge) does not enter.
+// entry's age does not enter.
 func (p *Predictive) belief(sent int64) float64 {
 	return min(max(1-float64(max(sent, 0))/p.CacheTokens, 0), 1)
 }

@@ -404,7 +404,8 @@ func TestAdapterThroughPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.SetReplicas([]replicaset.Replica{rep("a", "llama"), rep("b", "llama", "sql@llama"), rep("c", "qwen")})
-	s.SetReported("b", policy.Reported{Adapters: policy.Adapters{Running: []string{"sql"}, Max: 2, Has: true}})
+	// b reports its queue empty: it keeps sql, however many in flight.
+	s.SetReported("b", policy.Reported{HasQueue: true, Adapters: policy.Adapters{Running: []string{"sql"}, Max: 2, Has: true}})
 	asked := string([]byte("sql")) // as a request's parsed body would hold it
 	rt, err := s.Resolve(asked, 1)
 	if err != nil || rt.Pool != s.Pool("llama") || rt.Adapter != "sql" {

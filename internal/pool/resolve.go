@@ -13,9 +13,10 @@ import "slices"
 //	           the same target);
 //	adapter -> its base model's pool, Route.Adapter = the adapter name;
 //	model   -> its pool; a name without a tag, the pool of NAME:latest
-//	           (ImplicitTag, Ollama's names); no such pool with replicas: the catch-all pool if
-//	           it has replicas (Route.Model = the name as asked, after alias
-//	           and rewrite), else *UnknownModelError listing the served models.
+//	           (ImplicitTag, Ollama's names); no such pool with replicas:
+//	           the catch-all pool if it has replicas (Route.Model = the
+//	           name as asked, after alias and rewrite), else
+//	           *UnknownModelError listing the served models.
 //
 // When no pool has any replica at all (before discovery's first answer, or
 // every replica gone), every request resolves to the empty catch-all pool:

@@ -107,8 +107,9 @@ func membership(r replicaset.Replica) (bases []string, adapters []replicaset.Mod
 // Parent's pool and teaches the set that adapter → parent; a replica whose
 // Models is nil joins the catch-all pool "" (it serves anything, as every
 // replica did before pools; an empty, non-nil list serves nothing and joins
-// no pool), and so does one with AnyModel besides its models' pools. Pools are created on first sight (newTable)
-// and kept while empty (their memory survives a rollout). Each pool's
+// no pool), and so does one with AnyModel besides its models' pools.
+// Pools are created on first sight (newTable) and kept while empty (their
+// memory survives a rollout). Each pool's
 // Table gets its members (state.Table.SetReplicas). It returns the models
 // whose membership changed, sorted. On an error (newTable failed) nothing
 // is changed.

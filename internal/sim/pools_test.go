@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing/fstest"
 
 	"github.com/llm-ring/llm-ring/internal/model"
+	"github.com/llm-ring/llm-ring/internal/pool"
 	"github.com/llm-ring/llm-ring/internal/record"
 	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/traffic"
@@ -99,7 +101,8 @@ func TestPoolsDeterministic(t *testing.T) {
 // (Stats.AdapterLoads, in the run's metrics) within 2 %: a flag is the
 // routing's foresight (not resident, none on its way), and an adapter
 // evicted between routing and the request's start is a load it missed. Every
-// row names the adapter its conversation asked for.
+// row names the adapter its conversation asked for, and its pick's adapter
+// tier (none without affinity).
 func TestPoolsLoadFlagsMatchModel(t *testing.T) {
 	for _, pol := range []string{"round-robin", "llm-aware"} {
 		for _, aff := range []bool{true, false} {
@@ -112,6 +115,9 @@ func TestPoolsLoadFlagsMatchModel(t *testing.T) {
 				}
 				if tag.Load {
 					flags++
+				}
+				if (aff && (tag.Tier < 1 || tag.Tier > 4)) || (!aff && tag.Tier != 0) {
+					t.Fatalf("%s affinity %v: %s picked in adapter tier %d", pol, aff, base, tag.Tier)
 				}
 			}
 			loads := pr.res.Info.Metrics[`sim_adapter_loads_total{model="llama-3.1-8b-instruct"}`]
@@ -168,7 +174,7 @@ func TestPoolsSpecErrors(t *testing.T) {
 }
 
 func TestPoolTagRoundTrip(t *testing.T) {
-	tag := PoolTag{Model: "m", Adapter: "m-lora-01", Load: true}
+	tag := PoolTag{Model: "m", Adapter: "m-lora-01", Load: true, Tier: 2}
 	base, got, ok := ParsePoolTag(tag.Append("stage0@4/1.0") + "#band=0#flow=t0#wait_ms=0.000")
 	if !ok || base != "stage0@4/1.0" || got != tag {
 		t.Fatalf("%q %+v %v", base, got, ok)
@@ -232,5 +238,56 @@ func TestPoolsAdapterAffinityLoadsLess(t *testing.T) {
 				t.Errorf("%s seed %d: %d adapter loads with affinity, %d without", pol, seed, on, off)
 			}
 		}
+	}
+}
+
+// An alias and a rewrite resolve as in the router: "x" is split 50/50
+// between models a and b per conversation, so both turns of a conversation
+// are served by one model, and both models get conversations; "alias"
+// names a.
+func TestPoolsRewriteAndAlias(t *testing.T) {
+	p := tinyProfile(40, 4)
+	p.TurnsMin, p.TurnsMax = 2, 2
+	var src fixed
+	for i := range 40 {
+		m := "x"
+		if i%10 == 0 {
+			m = "alias"
+		}
+		src = append(src, traffic.Conversation{ID: fmt.Sprintf("c%d", i), Model: m,
+			Turns: []traffic.Turn{{User: "hello", MaxTokens: 4}, {User: "more", MaxTokens: 4}}})
+	}
+	fleet := []FleetReplica{
+		{Models: []replicaset.Model{{Name: "a"}}, Model: tinyModel(0)},
+		{Models: []replicaset.Model{{Name: "b"}}, Model: tinyModel(0)},
+	}
+	cfg := pool.Config{Aliases: map[string]string{"alias": "a"},
+		Rewrites: []pool.Rewrite{{From: "x", Targets: []pool.Target{{Model: "a", Weight: 50}, {Model: "b", Weight: 50}}}}}
+	var rows rowsOf
+	_, err := Run(context.Background(), Spec{RunID: "r", Policy: "round-robin", Seed: 1, Profile: p, Replicas: 2, Model: tinyModel(0),
+		Router: DefaultRouter(), Source: src, Pools: &Pools{Fleet: fleet, Config: cfg}}, &rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv := map[string]string{}
+	count := map[string]int{}
+	for _, r := range rows {
+		base, tag, _ := ParsePoolTag(r.Conversation)
+		if r.Status != 200 || (tag.Model == "a") != (r.Replica == "llm-0") {
+			t.Fatalf("%s turn %d: status %d, model %s on %s", base, r.Turn, r.Status, tag.Model, r.Replica)
+		}
+		if prev, ok := conv[base]; ok && prev != tag.Model {
+			t.Fatalf("%s: turns on %s and %s", base, prev, tag.Model)
+		}
+		conv[base] = tag.Model
+		count[tag.Model]++
+	}
+	for i := 0; i < 40; i += 10 {
+		if m := conv[fmt.Sprintf("c%d", i)]; m != "a" {
+			t.Errorf("c%d (alias) on %s", i, m)
+		}
+	}
+	if len(rows) != 80 || count["a"] < 20 || count["b"] < 20 {
+		t.Errorf("%d rows, per model %v", len(rows), count)
 	}
 }

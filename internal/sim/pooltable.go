@@ -16,11 +16,14 @@ import (
 // PoolTag is what a pools run's row says of its request, appended to its
 // conversation column (the CSV's columns stay those of every run, as
 // admission's tag does): the model it was served by (the pool's), the LoRA
-// adapter it asked for, and whether routing it made its replica load the
-// adapter (needsLoad).
+// adapter it asked for, whether routing it made its replica load the
+// adapter (needsLoad), and the adapter tier of its pick
+// (state.Ticket.AdapterTier: 1 resident, 2 free slot, 3 waiting, 4 must
+// evict; 0 no adapter, or affinity off).
 type PoolTag struct {
 	Model, Adapter string
 	Load           bool
+	Tier           int
 }
 
 // poolTagMark starts the tag; conversation ids never contain it, and
@@ -33,7 +36,7 @@ func (t PoolTag) Append(conv string) string {
 	if t.Load {
 		load = "1"
 	}
-	return conv + poolTagMark + t.Model + "#adapter=" + t.Adapter + "#adapter_load=" + load
+	return conv + poolTagMark + t.Model + "#adapter=" + t.Adapter + "#adapter_load=" + load + "#adapter_tier=" + strconv.Itoa(t.Tier)
 }
 
 // ParsePoolTag splits a conversation column into the conversation and its
@@ -46,11 +49,13 @@ func ParsePoolTag(conv string) (base string, t PoolTag, ok bool) {
 	}
 	m, rest, f1 := strings.Cut(rest, "#adapter=")
 	a, rest, f2 := strings.Cut(rest, "#adapter_load=")
-	l, _, _ := strings.Cut(rest, "#")
-	if !f1 || !f2 || (l != "0" && l != "1") {
+	l, rest, f3 := strings.Cut(rest, "#adapter_tier=")
+	tr, _, _ := strings.Cut(rest, "#")
+	tier, err := strconv.Atoi(tr)
+	if !f1 || !f2 || !f3 || (l != "0" && l != "1") || err != nil {
 		return conv, PoolTag{}, false
 	}
-	return base, PoolTag{Model: m, Adapter: a, Load: l == "1"}, true
+	return base, PoolTag{Model: m, Adapter: a, Load: l == "1", Tier: tier}, true
 }
 
 // PoolStat is one run's measurements of one model (Model "*": all).

@@ -6,6 +6,7 @@ import (
 
 	"github.com/llm-ring/llm-ring/internal/admission"
 	"github.com/llm-ring/llm-ring/internal/model"
+	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/record"
 )
 
@@ -27,7 +28,7 @@ func (s *sim) writeRow(us *user, status int, errText string, res *model.Result, 
 		EndMS:        ms(end),
 	}
 	if s.set != nil {
-		r.Conversation = PoolTag{Model: us.model, Adapter: us.adapter, Load: us.load}.Append(r.Conversation)
+		r.Conversation = PoolTag{Model: us.model, Adapter: us.adapter, Load: us.load, Tier: us.ticket.AdapterTier}.Append(r.Conversation)
 	}
 	if s.adm != nil {
 		r.Conversation = admission.RowTag{Priority: us.prio, Flow: us.flow, WaitMS: ms(us.wait)}.Append(r.Conversation)
@@ -108,4 +109,30 @@ func (s *sim) metrics() map[string]float64 {
 		s.poolMetrics(m)
 	}
 	return s.engineMetrics(m)
+}
+
+// codes are the HTTP statuses a simulated request can end with.
+var codes = [...]int{200, 400, 404, 429, 502, 503}
+
+func codeIndex(code int) int {
+	for i, c := range codes {
+		if c == code {
+			return i
+		}
+	}
+	panic(fmt.Sprintf("sim: unexpected status %d", code))
+}
+
+// counterKey identifies one request counter: replica (-1: none), reason
+// ("" for a request that found no replica) and status. Keyed by value, so
+// any number of reasons is safe.
+type counterKey struct {
+	replica int32
+	reason  policy.Reason
+	code    int
+}
+
+func (s *sim) count(us *user, code int) {
+	codeIndex(code) // only the statuses a simulated request can end with
+	s.counters[counterKey{us.replica, us.reason, code}]++
 }

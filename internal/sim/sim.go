@@ -109,27 +109,6 @@ type flight struct {
 	user int32
 }
 
-// codes are the HTTP statuses a simulated request can end with.
-var codes = [...]int{200, 400, 404, 429, 502, 503}
-
-func codeIndex(code int) int {
-	for i, c := range codes {
-		if c == code {
-			return i
-		}
-	}
-	panic(fmt.Sprintf("sim: unexpected status %d", code))
-}
-
-// counterKey identifies one request counter: replica (-1: none), reason
-// ("" for a request that found no replica) and status. Keyed by value, so
-// any number of reasons is safe.
-type counterKey struct {
-	replica int32
-	reason  policy.Reason
-	code    int
-}
-
 type sim struct {
 	spec    *Spec
 	prof    traffic.Profile
@@ -514,11 +493,6 @@ func (s *sim) complete(u int32, res *model.Result, at time.Duration) error {
 	}
 	s.startConversation(u, us.convIdx+s.prof.Concurrency, at)
 	return nil
-}
-
-func (s *sim) count(us *user, code int) {
-	codeIndex(code) // only the statuses a simulated request can end with
-	s.counters[counterKey{us.replica, us.reason, code}]++
 }
 
 // sample records what each replica on the ring reports about itself (its

@@ -38,16 +38,17 @@ import (
 //
 // Spill (an addition to the scorer's order): a hot adapter resident on one
 // replica would otherwise take all its traffic there, whatever the load,
-// since a free slot elsewhere is a worse tier. When one more request would
-// put every resident replica over the spill cap, ⌈Config.AdapterSpill ×
-// the mean requests in flight of the allowed replicas (this one counted)⌉,
-// as bounded-load hashing caps a ring home, the free-slot replicas join the
-// pick: the adapter loads on another replica instead of queueing there,
-// and never by evicting an adapter in use.
+// since a free slot elsewhere is a worse tier. When every resident replica
+// is queueing (it reports requests waiting, or reports no queue at all)
+// and one more request would put it over ⌈Config.AdapterSpill × the mean
+// requests in flight of the allowed replicas (this one counted)⌉, as
+// bounded-load hashing caps a ring home, the free-slot replicas join the
+// pick: the adapter loads on another replica instead of queueing, and
+// never by evicting an adapter in use. (Measured: docs/pools.md.)
 const (
 	AdapterTTL    = 60 * time.Second
 	AdapterMemory = 8
-	AdapterSpill  = 1.5 // Config.AdapterSpill's default
+	AdapterSpill  = 2.0 // Config.AdapterSpill's default
 )
 
 // Adapter tiers (Ticket.AdapterTier); 0: no adapter, or affinity off.
@@ -105,8 +106,8 @@ func (t *Table) adapterTier(i int, name string, now int64) int8 {
 
 // restrictAdapter adds to v's exclusions the replicas of a worse tier than
 // the best one for adapter among those v allows; when the best is resident
-// but every resident replica is over the spill cap, the free-slot replicas
-// stay allowed too. t.mu is held.
+// but every resident replica is full (residentFull), the free-slot
+// replicas stay allowed too. t.mu is held.
 func (t *Table) restrictAdapter(v *policy.View, adapter string, now int64) {
 	n := len(t.snap.names)
 	best := int8(TierEvict + 1)
@@ -138,9 +139,10 @@ func (t *Table) restrictAdapter(v *policy.View, adapter string, now int64) {
 	v.Exclude = excl
 }
 
-// residentFull reports whether every resident replica is over the spill
-// cap: one more request would put it above ⌈spill × the mean load of the
-// allowed replicas⌉ (requests in flight, this one counted).
+// residentFull reports whether every resident replica should spill: it
+// reports requests waiting (or no queue), and one more request would put
+// it above ⌈spill × the mean requests in flight of the allowed replicas
+// (this one counted)⌉.
 func (t *Table) residentFull(v *policy.View, allowed, sum int64) bool {
 	spill := t.cfg.AdapterSpill
 	switch {
@@ -151,8 +153,12 @@ func (t *Table) residentFull(v *policy.View, allowed, sum int64) bool {
 	}
 	limit := math.Ceil(spill * float64(sum+1) / float64(allowed))
 	for i, tier := range t.tiers[:len(t.snap.names)] {
-		if tier == TierResident && float64(v.Rows[i].Load.Requests+1) <= limit {
-			return false
+		if tier != TierResident {
+			continue
+		}
+		rep := &t.rows[i].Reported
+		if float64(v.Rows[i].Load.Requests+1) <= limit || rep.HasQueue && rep.Waiting < 1 {
+			return false // room under the cap, or reported not queueing
 		}
 	}
 	return true

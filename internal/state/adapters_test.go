@@ -56,8 +56,8 @@ func load(t *testing.T, tb *Table, name string, n int) {
 //	d: y, z running (full)            → 4 must evict
 //
 // Least-loaded alone would pick d, the only idle one (a, b, c have one
-// request in flight each: a stays under the spill cap, ⌈1.5 × 4/4⌉ = 2
-// with this request): each step excludes the best one left (as a failover does)
+// request in flight each: a stays under the spill cap, ⌈2 × 4/4⌉ = 2 with
+// this request): each step excludes the best one left (as a failover does)
 // and gets the next tier, never d while another exists.
 func TestAdapterTiers(t *testing.T) {
 	tb := adapterTable(t, true, "a", "b", "c", "d")
@@ -96,31 +96,41 @@ func TestAdapterTiers(t *testing.T) {
 	}
 }
 
-// TestAdapterSpill: when one more request would put every resident
-// replica over the spill cap, ⌈spill × the mean requests in flight (this
-// one counted)⌉, the free-slot replicas join the pick; never one that must
-// evict. Replicas a (x resident), b (a free slot), c (full: evict):
+// TestAdapterSpill: when every resident replica is queueing (reports
+// requests waiting, or no queue) and one more request would put it over
+// ⌈spill × the mean requests in flight (this one counted)⌉, the free-slot
+// replicas join the pick; never one that must evict. Replicas a (x
+// resident), b (a free slot), c (full: evict):
 func TestAdapterSpill(t *testing.T) {
+	noQueue := policy.Reported{}
+	idle := policy.Reported{HasQueue: true, Waiting: 0}
+	busy := policy.Reported{HasQueue: true, Waiting: 3}
 	for _, tt := range []struct {
 		name         string
 		spill        float64
+		queue        policy.Reported // a's queue report
 		loadA, loadB int
 		want         string
 		tier         int
 	}{
-		// cap ⌈1.5 × (2+1)/3⌉ = 2, a would have 2: stays.
-		{"under the cap", 0, 1, 1, "a", TierResident},
-		// cap ⌈1.5 × (5+1)/3⌉ = 3, a would have 5: b (c is idle but full).
-		{"over the cap", 0, 4, 1, "b", TierFreeSlot},
-		// cap ⌈2 × 6/3⌉ = 4: still over.
-		{"factor 2", 2, 4, 1, "b", TierFreeSlot},
+		// cap ⌈2 × (2+1)/3⌉ = 2, a would have 2: stays.
+		{"under the cap", 0, noQueue, 1, 1, "a", TierResident},
+		// cap ⌈2 × (5+1)/3⌉ = 4, a would have 5: b (c is idle but full).
+		{"over the cap", 0, noQueue, 4, 1, "b", TierFreeSlot},
+		{"over the cap, queueing", 0, busy, 4, 1, "b", TierFreeSlot},
+		// a reports nothing waiting: it keeps x, however many in flight.
+		{"over the cap, not queueing", 0, idle, 9, 1, "a", TierResident},
+		// factor 3: cap ⌈3 × 6/3⌉ = 6, a would have 5: stays.
+		{"factor 3", 3, noQueue, 4, 1, "a", TierResident},
 		// The tiers strictly: a, however loaded.
-		{"never", -1, 9, 0, "a", TierResident},
+		{"never", -1, busy, 9, 0, "a", TierResident},
 	} {
 		p, _ := policy.New("least-loaded", nil)
 		tb := New(Config{VirtualNodes: 16, CharsPerToken: 4, MaxEntries: 100, TTL: time.Minute, AdapterAffinity: true, AdapterSpill: tt.spill}, p)
 		tb.SetReplicas(replicas("a", "b", "c"))
-		tb.SetReported("a", adapters(2, []string{"x"}, nil))
+		ra := tt.queue
+		ra.Adapters = policy.Adapters{Running: []string{"x"}, Max: 2, Has: true}
+		tb.SetReported("a", ra)
 		tb.SetReported("b", adapters(2, nil, nil))
 		tb.SetReported("c", adapters(1, []string{"y"}, nil))
 		load(t, tb, "a", tt.loadA)
@@ -130,14 +140,21 @@ func TestAdapterSpill(t *testing.T) {
 			t.Errorf("%s (a=%d b=%d): x → %s (tier %d), want %s (tier %d)\n%s", tt.name, tt.loadA, tt.loadB, tk.Replica.Name, tk.AdapterTier, tt.want, tt.tier, d.Format())
 		}
 	}
-	// Two replicas, b idle: a takes x until one more would pass
-	// ⌈1.5 × (k+1)/2⌉: with 2 in flight (cap 3) it stays, with 3 (cap 3) b.
-	for k, want := range map[int]string{2: "a", 3: "b"} {
-		tb := adapterTable(t, true, "a", "b")
+	// Two replicas, b idle, a with k in flight: the default cap
+	// ⌈2 × (k+1)/2⌉ = k+1 is never passed (a keeps x); with factor 1.5,
+	// ⌈1.5 × (k+1)/2⌉ is 3 for k = 2 (a stays) and for k = 3 (b).
+	for _, tt := range []struct {
+		spill float64
+		k     int
+		want  string
+	}{{0, 5, "a"}, {1.5, 2, "a"}, {1.5, 3, "b"}} {
+		p, _ := policy.New("least-loaded", nil)
+		tb := New(Config{VirtualNodes: 16, CharsPerToken: 4, MaxEntries: 100, TTL: time.Minute, AdapterAffinity: true, AdapterSpill: tt.spill}, p)
+		tb.SetReplicas(replicas("a", "b"))
 		tb.SetReported("a", adapters(2, []string{"x"}, nil))
-		load(t, tb, "a", k)
-		if tk, _, _ := tb.Route(withAdapter("k", "x"), 1); tk.Replica.Name != want {
-			t.Errorf("two replicas, a with %d in flight: x → %s, want %s", k, tk.Replica.Name, want)
+		load(t, tb, "a", tt.k)
+		if tk, _, _ := tb.Route(withAdapter("k", "x"), 1); tk.Replica.Name != tt.want {
+			t.Errorf("two replicas, spill %g, a with %d in flight: x → %s, want %s", tt.spill, tt.k, tk.Replica.Name, tt.want)
 		}
 	}
 }

@@ -34,10 +34,9 @@ type Query struct {
 	Chars  int      // prompt characters
 
 	// Set by placement memory's Lookup: where the conversation was last
-	// served, what the replica reported then, and when it was last used.
+	// served and what the replica reported then.
 	Place Place
 	Known bool
-	Seen  int64
 	// Ended: another router instance routed a turn of this conversation
 	// and had not announced its answer, but this request's prompt is
 	// longer: the client has the answer, so that turn is over (issue #13).
@@ -61,7 +60,7 @@ var _ Indexer = (*memory)(nil)
 // forgotten. A prompt no longer than the announced one (a retry, a
 // concurrent request) leaves it.
 func (m *memory) Lookup(q *Query, t *Table, now int64) {
-	q.Place, q.Seen, q.Known = m.get(q.Key, now)
+	q.Place, _, q.Known = m.get(q.Key, now)
 	if q.Known {
 		if i := t.IndexOf(q.Place.Replica); i >= 0 {
 			t.SetMatch(i, int(q.Place.Cached))
@@ -79,7 +78,7 @@ func (m *memory) Lookup(q *Query, t *Table, now int64) {
 	grown := int32(math.Ceil(float64(q.Chars-int(tn.Chars)) / t.cfg.CharsPerToken))
 	cached := int32(min(int64(tn.Prompt)+int64(min(tn.Output, grown)), maxInt32))
 	q.Place = Place{Replica: tn.Replica, Cached: cached, Prompt: tn.Prompt, Chars: tn.Chars, Sent: tn.Sent}
-	q.Known, q.Seen = true, tn.At
+	q.Known = true
 	q.Ended, q.EndedCharge = true, tn.Charge
 	if i := t.IndexOf(tn.Replica); i >= 0 {
 		t.SetMatch(i, int(cached))

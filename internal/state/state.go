@@ -46,9 +46,9 @@ type Config struct {
 	// of the best adapter tier (resident, free slot, waiting, must evict;
 	// the llm-d lora-affinity scorer's order). false ignores adapters.
 	AdapterAffinity bool
-	// AdapterSpill is the load factor over which a resident replica lets
-	// free-slot replicas join an adapter's pick (adapters.go); 0: the
-	// default AdapterSpill, < 0: never (the tiers strictly).
+	// AdapterSpill is the load factor over which queueing resident
+	// replicas let free-slot replicas join an adapter's pick (adapters.go);
+	// 0: the default AdapterSpill, < 0: never (the tiers strictly).
 	AdapterSpill float64
 }
 

@@ -32,7 +32,7 @@ func (t *Table) lookup(in Input, readsMatch bool, now int64) (*policy.Request, *
 	s := t.snap
 	req := &t.req
 	*req = policy.Request{Hash: in.Hash, OutputTokens: min(max(in.MaxTokens, 0), MaxCharge/2), Seq: t.seq, Last: -1,
-		PromptChars: in.Chars, FirstUser: in.FirstUser}
+		FirstUser: in.FirstUser}
 	q := &t.query
 	*q = Query{Key: in.Hash, Blocks: in.Blocks, Chars: in.Chars}
 	for i, ix := range t.idx {
@@ -45,7 +45,6 @@ func (t *Table) lookup(in Input, readsMatch bool, now int64) (*policy.Request, *
 	if known {
 		if i := t.index[place.Replica]; i >= 0 {
 			req.Last, req.CachedTokens = int(i), int(place.Cached)
-			req.CachedAge = now - q.Seen
 			req.SentSince = int64(min(t.routed[place.Replica]-place.Sent, math.MaxInt64))
 		}
 	}
