@@ -268,3 +268,30 @@ func TestHelmAppliesToAPIServer(t *testing.T) {
 		t.Errorf("only %d objects rendered", len(objs))
 	}
 }
+
+// TestHelmPodsOnlyForLabels: the router may read pods only when the
+// replicas' models come from their labels (model_source: labels).
+func TestHelmPodsOnlyForLabels(t *testing.T) {
+	readsPods := func(objs []*unstructured.Unstructured) bool {
+		for _, u := range objs {
+			if u.GetKind() != "Role" {
+				continue
+			}
+			rules, _, _ := unstructured.NestedSlice(u.Object, "rules")
+			for _, r := range rules {
+				res, _, _ := unstructured.NestedStringSlice(r.(map[string]any), "resources")
+				if slices.Contains(res, "pods") {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	if readsPods(helmTemplate(t, "llm-ring", nil)) {
+		t.Error("the default chart lets the router read pods")
+	}
+	labels := map[string]any{"config": map[string]any{"discovery": map[string]any{"model_source": "labels"}}}
+	if !readsPods(helmTemplate(t, "llm-ring", labels)) {
+		t.Error("with model_source labels the router cannot read the pods' labels")
+	}
+}

@@ -105,6 +105,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add(encodeLoad(sampleLoad))
 	f.Add([]byte{wireVersion, byte(KindLoadSnapshot), 1, 'a', 0, 0})
 	f.Add([]byte{wireVersion, byte(KindPrefix), 0, 1, 'x', 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Add(encodePoolItems(KindPlacement, "llama", samplePlacements, placementAt, appendPlacement))
+	f.Add(encodePoolItems(KindTurn, "m", sampleTurns, turnAt, appendTurn))
+	f.Add(encodePoolItems(KindPrefix, "qwen", samplePrefixes, prefixAt, appendPrefix))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := decode(b, nil)
 		if err != nil {
@@ -116,11 +119,11 @@ func FuzzDecode(f *testing.F) {
 		var again []byte
 		switch m.Kind {
 		case KindPlacement:
-			again = encodePlacements(m.Placements)
+			again = encodePoolItems(KindPlacement, m.Placements[0].Model, m.Placements, placementAt, appendPlacement)
 		case KindPrefix:
-			again = encodePrefixes(m.Prefixes)
+			again = encodePoolItems(KindPrefix, m.Prefixes[0].Model, m.Prefixes, prefixAt, appendPrefix)
 		case KindTurn:
-			again = encodeTurns(m.Turns)
+			again = encodePoolItems(KindTurn, m.Turns[0].Model, m.Turns, turnAt, appendTurn)
 		default:
 			again = encodeLoad(m.Load)
 		}

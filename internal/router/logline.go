@@ -49,7 +49,7 @@ func (r *Router) finish(ctx context.Context, f *flight) {
 	if !r.log.Enabled(ctx, level) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 24) // every field below: one allocation
+	attrs := make([]slog.Attr, 0, 28) // every field below: one allocation
 	attrs = append(attrs,
 		slog.String("conversation", f.convo()),
 		slog.String("key_source", f.p.keySource),
@@ -75,6 +75,7 @@ func (r *Router) finish(ctx context.Context, f *flight) {
 	if f.obs != nil && !f.obs.first.IsZero() {
 		attrs = append(attrs, slog.Float64("ttft_ms", ms(f.obs.first.Sub(f.start))))
 	}
+	attrs = f.modelAttrs(attrs)
 	if f.fail != failNone {
 		attrs = append(attrs, slog.String("error_kind", f.fail.String()), slog.String("error", clip(f.errMsg, 512)))
 	}
@@ -104,3 +105,15 @@ var statusLabels = func() (s [500]string) {
 }()
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// modelAttrs appends the model sent upstream and the LoRA adapter with its
+// tier (issue 23), when the request has them.
+func (f *flight) modelAttrs(attrs []slog.Attr) []slog.Attr {
+	if f.model != "" {
+		attrs = append(attrs, slog.String("model", clip(f.model, 128)))
+	}
+	if f.in.Adapter != "" {
+		attrs = append(attrs, slog.String("adapter", f.in.Adapter), slog.Int("adapter_tier", int(f.ticket.AdapterTier)))
+	}
+	return attrs
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"sync"
 )
 
 // The request's model (issue 23): read from the body by the parse
@@ -125,4 +126,55 @@ type modelNotFoundDetail struct {
 	Type    string `json:"type"`
 	Param   string `json:"param"`
 	Code    string `json:"code"`
+}
+
+// modelNames interns the model names requests give, so that the fast path
+// reads a name it has seen without allocating: the first maxModelNames
+// distinct names of at most maxModelName bytes are kept (a client naming
+// junk only makes later new names allocate, as they did before).
+type modelNames struct {
+	mu sync.RWMutex
+	m  map[string]string
+}
+
+const (
+	maxModelNames = 256
+	maxModelName  = 256
+)
+
+func (n *modelNames) intern(b []byte) string {
+	if n == nil || len(b) > maxModelName {
+		return string(b)
+	}
+	n.mu.RLock()
+	s, ok := n.m[string(b)]
+	n.mu.RUnlock()
+	if ok {
+		return s
+	}
+	s = string(b)
+	n.mu.Lock()
+	if n.m == nil {
+		n.m = map[string]string{}
+	}
+	if len(n.m) < maxModelNames {
+		n.m[s] = s
+	}
+	n.mu.Unlock()
+	return s
+}
+
+// modelName reads a model string: interned when it has no escapes and is
+// ASCII, else decoded as str does.
+func (s *reqScanner) modelName(n *modelNames) (string, bool) {
+	start := s.i
+	raw, esc, ok := s.rawString()
+	if !ok {
+		return "", false
+	}
+	if !esc && isASCII(raw) {
+		return n.intern(raw), true
+	}
+	s.i = start
+	return s.str()
 }

@@ -2,6 +2,7 @@ package router
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net/http"
 	"testing"
@@ -111,5 +112,28 @@ func TestParseModel(t *testing.T) {
 		if err == nil || err.Error() != "model: must be a string" {
 			t.Errorf("kind %d: %v, want the model's 400", kind, err)
 		}
+	}
+}
+
+// TestModelNames: a name seen once is returned again without allocating;
+// the table is bounded; the fast path reads models through it.
+func TestModelNames(t *testing.T) {
+	var n modelNames
+	b := []byte("llama-3.1-8b-instruct")
+	first := n.intern(b)
+	if allocs := testing.AllocsPerRun(100, func() { n.intern(b) }); allocs != 0 || n.intern(b) != first {
+		t.Errorf("interned name: %v allocations, %q", allocs, n.intern(b))
+	}
+	for i := range 2 * maxModelNames {
+		n.intern(fmt.Appendf(nil, "m-%d", i))
+	}
+	if len(n.m) != maxModelNames || n.intern([]byte("m-999")) != "m-999" {
+		t.Errorf("table of %d names", len(n.m))
+	}
+	rules := testRules
+	rules.names = &modelNames{}
+	p, ok := parseChatFast(http.Header{}, []byte(`{"model":"qwen","messages":[{"role":"user","content":"x"}]}`), &rules, nil)
+	if !ok || p.model != "qwen" || rules.names.m["qwen"] != "qwen" {
+		t.Errorf("fast path: %q, %v, %v", p.model, ok, rules.names.m)
 	}
 }

@@ -75,8 +75,9 @@ type keyRules struct {
 	bodyField   string
 	prefixChars int
 	defaultMax  int
-	blockChars  int // prefix index block size (0: no blocks)
-	maxOutput   int // max_output_tokens
+	blockChars  int         // prefix index block size (0: no blocks)
+	maxOutput   int         // max_output_tokens
+	names       *modelNames // interns the models requests name (nil: none)
 }
 
 // httpError is an error with an HTTP status and an OpenAI error type.

@@ -34,6 +34,7 @@ type fastChat struct {
 	key       string // the body's conversation field, when a string
 	model     string // the model asked for, when a string
 	streamOpt bool   // a stream_options member is there
+	names     *modelNames
 }
 
 // chatMembers are the top-level members the fast path reads, by name; the
@@ -63,6 +64,7 @@ func parseChatFast(h http.Header, body []byte, rules *keyRules, hs *prefix.Hashe
 	}
 	c := fastChats.Get().(*fastChat)
 	defer func() { c.reset(); fastChats.Put(c) }()
+	c.names = rules.names
 	s := reqScanner{b: body}
 	if s.peek() != '{' || !s.object(func(k []byte) bool { return c.member(&s, k, rules.bodyField) }) || !s.end() ||
 		c.seen&(1<<memberMessages) == 0 || len(c.msgs) == 0 {
@@ -129,11 +131,11 @@ func (c *fastChat) member(s *reqScanner, key []byte, bodyField string) bool {
 		if s.peek() != '"' {
 			return false // parseJSON names the field
 		}
-		v, ok := s.str()
+		var ok bool
 		if i == memberModel {
-			c.model = v
+			c.model, ok = s.modelName(c.names)
 		} else {
-			c.key = v
+			c.key, ok = s.str()
 		}
 		return ok
 	}

@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -49,6 +50,9 @@ func (m *modelReplica) replica() replicaset.Replica {
 }
 
 func (m *modelReplica) serves(model string) bool {
+	if m.models == nil {
+		return true // unknown: serves anything (the catch-all pool)
+	}
 	return slices.ContainsFunc(m.models, func(x replicaset.Model) bool { return x.Name == model })
 }
 
@@ -420,4 +424,68 @@ func testutilCount(rt *Router, label string) float64 {
 		}
 	}
 	return n
+}
+
+// Without models (replicas with no model list, no models section) every
+// request goes to the catch-all pool whatever it names, and its body
+// reaches the replica byte for byte; a request routed by load (embeddings)
+// with pools goes to its model's pool.
+func TestLegacyAndByLoad(t *testing.T) {
+	any0 := newModelReplica(t, "any-0")
+	_, url := poolRouter(t, []replicaset.Replica{any0.replica()})
+	body := `{ "model" : "whatever-I-like",  "messages":[{"role":"user","content":"x"}], "n":1 }`
+	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got, _ := any0.got(); resp.StatusCode != 200 || len(got) != 1 || got[0] != body {
+		t.Fatalf("legacy: %d, the replica got %q", resp.StatusCode, got)
+	}
+
+	a := newModelReplica(t, "a-0", replicaset.Model{Name: "model-a"})
+	b := newModelReplica(t, "b-0", replicaset.Model{Name: "model-b"})
+	_, url = poolRouter(t, []replicaset.Replica{a.replica(), b.replica()})
+	for range 4 {
+		resp, err := http.Post(url+"/v1/embeddings", "application/json", strings.NewReader(`{"input":"x","model":"model-b"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get(HeaderRoutedTo) != "b-0" {
+			t.Fatalf("embeddings for model-b: %d on %q", resp.StatusCode, resp.Header.Get(HeaderRoutedTo))
+		}
+	}
+	resp, err = http.Post(url+"/v1/embeddings", "application/json", strings.NewReader(`{"input":"x","model":"nope"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("embeddings for an unknown model: %d", resp.StatusCode)
+	}
+}
+
+// The endpoint picker's Flight refuses an unknown model as the proxy does
+// (404, the message listing the models), and routes a known one in its
+// pool.
+func TestFlightUnknownModel(t *testing.T) {
+	a := newModelReplica(t, "a-0", replicaset.Model{Name: "model-a"})
+	b := newModelReplica(t, "b-0", replicaset.Model{Name: "model-b"})
+	rt, _ := poolRouter(t, []replicaset.Replica{a.replica(), b.replica()})
+	_, err := rt.NewFlight(context.Background(), http.MethodPost, "/v1/chat/completions", http.Header{},
+		[]byte(`{"model":"nope","messages":[{"role":"user","content":"x"}]}`))
+	var fe *FlightError
+	if !errors.As(err, &fe) || fe.Status != http.StatusNotFound || !strings.Contains(fe.Msg, "models served: model-a, model-b") {
+		t.Fatalf("unknown model: %v", err)
+	}
+	fl, err := rt.NewFlight(context.Background(), http.MethodPost, "/v1/chat/completions", http.Header{},
+		[]byte(`{"model":"model-b","messages":[{"role":"user","content":"x"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fl.Finish(context.Background())
+	if err := fl.Route(); err != nil || fl.Replica().Name != "b-0" {
+		t.Fatalf("model-b: %v on %q", err, fl.Replica().Name)
+	}
 }

@@ -124,6 +124,7 @@ func New(opts Options) (*Router, error) {
 			defaultMax:  cfg.DefaultMaxTokens,
 			blockChars:  cfg.PrefixIndex.BlockChars,
 			maxOutput:   cfg.MaxOutputTokens,
+			names:       &modelNames{},
 		},
 	}
 	pcfg, err := r.poolConfig()

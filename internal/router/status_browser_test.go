@@ -218,6 +218,9 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if got := b.eval(`document.querySelector("#admission").offsetParent === null`); got != "true" {
 		t.Errorf("the admission section is shown with admission off")
 	}
+	if got := b.eval(`document.querySelector("#poolsec").offsetParent === null`); got != "true" {
+		t.Errorf("the pools section is shown without models")
+	}
 	b.screenshot("status-idle.png")
 
 	for c := range 6 {
@@ -289,4 +292,34 @@ func TestStatusPageAdmissionInBrowser(t *testing.T) {
 	waitFor(t, "the queue drained on the page", func() bool {
 		return b.eval(`document.querySelector("#admission-queued").textContent`) == `"0"`
 	})
+}
+
+// TestStatusPagePoolsInBrowser: with replicas serving different models,
+// the page shows each replica's models and the pools by model (issue 23).
+func TestStatusPagePoolsInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a browser test")
+	}
+	chromiumPath(t)
+	fast := func(o *replica.Options) { o.Clock, o.Speed = nil, 100 }
+	a, b2 := simReplica(t, "llm-0", fast), simReplica(t, "llm-1", fast)
+	a.Models = []replicaset.Model{{Name: "model-a"}, {Name: "sql-lora", Parent: "model-a"}}
+	b2.Models = []replicaset.Model{{Name: "model-b"}}
+	h := newHarness(t, "llm-aware", 0, withAdmin(t, "s3cret"), func(c *config.Router) {
+		c.Discovery.Static = []replicaset.Replica{a, b2}
+	})
+	serveWith(t, h)
+	admin := httptest.NewServer(h.rt.AdminHandler())
+	t.Cleanup(admin.Close)
+	b := openBrowser(t, admin.URL+"/")
+	waitFor(t, "the pools on the page", func() bool {
+		return b.eval(`document.querySelectorAll("#pools tbody tr").length`) == "3"
+	})
+	if got := b.eval(`[...document.querySelectorAll("#pools tbody tr")].map(r => r.dataset.model + "=" + r.cells[3].textContent).join(",")`); got != `"=0,model-a=1,model-b=1"` {
+		t.Errorf("pool rows %s", got)
+	}
+	if got := b.eval(`document.querySelector("#replicas tbody tr").cells[1].textContent`); got != `"model-a, sql-lora (model-a)"` {
+		t.Errorf("llm-0's models: %s", got)
+	}
+	b.screenshot("status-pools.png")
 }
