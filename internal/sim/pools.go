@@ -113,13 +113,18 @@ func (p *Pools) validate(s *Spec) []error {
 }
 
 // newPools makes the run's pool.Set: each pool gets a table of its own
-// with the run's settings, its own instance of the run's policy, and the
-// adapter affinity of the spec.
+// with the run's settings, its own instance of the run's policy (with the
+// configuration's models.pools.MODEL.policies settings of that policy on
+// top, and the engine facts of the pool's replicas), and the adapter
+// affinity of the spec. The policy is the run's in every pool: it is what
+// a run compares (the live router takes models.pools.MODEL.policy too).
 func (s *sim) newPools(scfg state.Config) error {
 	p := s.spec.Pools
 	scfg.AdapterAffinity = p.AdapterAffinity
-	set, err := pool.New(p.Config, func(string) (*state.Table, error) {
-		pol, err := NewPolicy(s.spec.Policy, &s.spec.Router)
+	set, err := pool.New(p.Config, func(m string) (*state.Table, error) {
+		rc := s.spec.Router
+		rc.Facts = p.facts(m, s.spec.Model)
+		pol, err := NewPoolPolicy(s.spec.Policy, m, &rc)
 		if err != nil {
 			return nil, err
 		}
@@ -254,4 +259,18 @@ func (s *sim) replicaIndex(tk *state.Ticket) int32 {
 		return s.slotByName[tk.Replica.Name]
 	}
 	return s.snapIdx[tk.Index]
+}
+
+// facts are the engine facts of model m's pool: those of the first replica
+// of the fleet that serves it (a pool's replicas share a preset in the
+// workloads), else def's (the catch-all pool).
+func (p *Pools) facts(m string, def model.Config) policy.Facts {
+	for _, r := range p.Fleet {
+		for _, rm := range r.Models {
+			if rm.Name == m || (rm.Parent == m && m != "") {
+				return r.Model.Facts()
+			}
+		}
+	}
+	return def.Facts()
 }

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"reflect"
@@ -9,7 +10,9 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/llm-ring/llm-ring/internal/config"
 	"github.com/llm-ring/llm-ring/internal/model"
+	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/pool"
 	"github.com/llm-ring/llm-ring/internal/record"
 	"github.com/llm-ring/llm-ring/internal/replicaset"
@@ -289,5 +292,38 @@ func TestPoolsRewriteAndAlias(t *testing.T) {
 	}
 	if len(rows) != 80 || count["a"] < 20 || count["b"] < 20 {
 		t.Errorf("%d rows, per model %v", len(rows), count)
+	}
+}
+
+// TestPoolsTakeTheirSettingsAndFacts: each pool's table runs the run's
+// policy with models.pools.MODEL.policies settings of it on top, and the
+// engine facts of the pool's own replicas (a 70B pool is not an 8B one).
+func TestPoolsTakeTheirSettingsAndFacts(t *testing.T) {
+	big, err := model.Preset(model.PresetH100Llama70B)
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := tinyModel(0)
+	fleet := []FleetReplica{
+		{Models: []replicaset.Model{{Name: "a"}}, Model: small},
+		{Models: []replicaset.Model{{Name: "b"}}, Model: big},
+	}
+	r := DefaultRouter()
+	r.Models.Pools = map[string]config.ModelPool{"a": {Policies: map[string]json.RawMessage{"predictive": json.RawMessage(`{"margin": 0.3}`)}}}
+	spec := Spec{RunID: "r", Policy: "predictive", Seed: 1, Profile: tinyProfile(2, 2), Replicas: 2, Model: small,
+		Router: r, Source: fixed{}, Pools: &Pools{Fleet: fleet}}
+	s, err := newSim(&spec, &rowsOf{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.set.SetReplicas([]replicaset.Replica{{Name: "llm-0", URL: "sim://0", Models: fleet[0].Models}, {Name: "llm-1", URL: "sim://1", Models: fleet[1].Models}})
+	pa := policy.SettingsOf(s.set.Pool("a").Table().Policy()).(*policy.Predictive)
+	pb := policy.SettingsOf(s.set.Pool("b").Table().Policy()).(*policy.Predictive)
+	if pa.Margin != 0.3 || pb.Margin != policy.DefaultPredictive().Margin {
+		t.Errorf("margins a %v, b %v: want 0.3 (the pool's setting) and the default", pa.Margin, pb.Margin)
+	}
+	if pa.Slots != small.NParallel || pb.Slots != big.NParallel || pb.CacheTokens != big.Facts().CacheTokens {
+		t.Errorf("facts: a %d slots, b %d slots %v cache; want %d, %d, %v", pa.Slots, pb.Slots, pb.CacheTokens,
+			small.NParallel, big.NParallel, big.Facts().CacheTokens)
 	}
 }

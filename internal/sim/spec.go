@@ -224,6 +224,23 @@ func Settings(name string, r *config.Router) (base string, s policy.Settings, er
 	return name, s, err
 }
 
+// NewPoolPolicy is NewPolicy for model's pool: the run's policy with the
+// configuration's models.pools.MODEL.policies settings of it on top (as the
+// live router's pools take them, config.Router.PoolPolicySettings).
+func NewPoolPolicy(name, model string, r *config.Router) (policy.Policy, error) {
+	base, s, err := Settings(name, r)
+	if err != nil {
+		return nil, err
+	}
+	if raw, ok := r.Models.Pools[model].Policies[base]; ok && s != nil {
+		sp, _ := policy.Lookup(base)
+		if s, err = sp.Decode(s, raw); err != nil {
+			return nil, fmt.Errorf("models.pools.%s.policies.%s.%w", model, base, err)
+		}
+	}
+	return policy.New(base, s)
+}
+
 // NewPolicy returns the policy called name (a registered policy or a
 // variant) with its settings from r (llm-aware-no-memory is llm-aware with
 // placement_memory off; the policy's own Name stays "llm-aware").
