@@ -45,6 +45,13 @@ type Sample struct {
 	// vllm:lora_requests_info); nil when it reports none. A pointer keeps
 	// Sample comparable.
 	Adapters *Adapters
+
+	// The engine's facts (policy.Facts), 0 when not reported: the KV
+	// pool's size in tokens (vLLM: num_gpu_blocks × block_size of
+	// vllm:cache_config_info; SGLang: sglang:max_total_num_tokens) and
+	// its block size (vLLM's block_size), the smallest engine's.
+	CacheTokens float64
+	BlockSize   int
 }
 
 // Adapters is what a replica says of its LoRA adapters: the ones resident
@@ -76,6 +83,13 @@ type Mapping struct {
 	// with the labels max_lora, running_lora_adapters and
 	// waiting_lora_adapters, comma-separated); the newest series is read.
 	Adapters []string `json:"adapters,omitempty"`
+	// CacheConfig names info families of the KV cache's configuration
+	// (vLLM's vllm:cache_config_info, labels block_size and
+	// num_gpu_blocks); CacheTokens names gauges of the KV pool's size in
+	// tokens (SGLang's sglang:max_total_num_tokens), read when no
+	// CacheConfig family gives it. Both: the smallest engine's.
+	CacheConfig []string `json:"cache_config,omitempty"`
+	CacheTokens []string `json:"cache_tokens,omitempty"`
 	// KVScale multiplies the KV family's value to give 0..1: 1 for every
 	// preset (all three engines report a fraction), 0.01 for a family in
 	// percent.
@@ -108,6 +122,8 @@ var presets = map[string]Mapping{
 		KVUse:    []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"},
 		KVScale:  1,
 		Adapters: []string{"vllm:lora_requests_info"},
+		// vllm/v1/metrics/loggers.py, PrometheusStatLogger.log_metrics_info.
+		CacheConfig: []string{"vllm:cache_config_info"},
 	},
 	// SGLang: token_usage is used tokens / KV pool size, 0..1.
 	PresetSGLang: {
@@ -115,6 +131,8 @@ var presets = map[string]Mapping{
 		Waiting: []string{"sglang:num_queue_reqs"},
 		KVUse:   []string{"sglang:token_usage"},
 		KVScale: 1,
+		// python/sglang/srt/metrics/collector.py: the KV pool in tokens.
+		CacheTokens: []string{"sglang:max_total_num_tokens"},
 	},
 }
 
@@ -142,6 +160,8 @@ func (m Mapping) clone() Mapping {
 	m.Waiting = append([]string(nil), m.Waiting...)
 	m.KVUse = append([]string(nil), m.KVUse...)
 	m.Adapters = append([]string(nil), m.Adapters...)
+	m.CacheConfig = append([]string(nil), m.CacheConfig...)
+	m.CacheTokens = append([]string(nil), m.CacheTokens...)
 	return m
 }
 
@@ -160,6 +180,12 @@ func (m Mapping) With(o Mapping) Mapping {
 	}
 	if len(o.Adapters) > 0 {
 		m.Adapters = append([]string(nil), o.Adapters...)
+	}
+	if len(o.CacheConfig) > 0 {
+		m.CacheConfig = append([]string(nil), o.CacheConfig...)
+	}
+	if len(o.CacheTokens) > 0 {
+		m.CacheTokens = append([]string(nil), o.CacheTokens...)
 	}
 	if o.KVScale != 0 {
 		m.KVScale = o.KVScale
@@ -182,6 +208,8 @@ func (m Mapping) Validate(prefix string) error {
 	names("waiting", m.Waiting)
 	names("kv_use", m.KVUse)
 	names("adapters", m.Adapters)
+	names("cache_config", m.CacheConfig)
+	names("cache_tokens", m.CacheTokens)
 	if len(m.Running)+len(m.Waiting)+len(m.KVUse) == 0 {
 		errs = append(errs, fmt.Errorf("%s: maps no signal (set running, waiting or kv_use)", prefix))
 	}
@@ -233,6 +261,14 @@ func parse(p *expfmt.TextParser, r io.Reader, m Mapping) (Sample, error) {
 	}
 	if s.Adapters, err = adapters(fams, m.Adapters); err != nil {
 		return Sample{}, err
+	}
+	if s.CacheTokens, s.BlockSize, err = cacheConfig(fams, m.CacheConfig); err != nil {
+		return Sample{}, err
+	}
+	if s.CacheTokens == 0 {
+		if s.CacheTokens, err = cacheTokens(fams, m.CacheTokens); err != nil {
+			return Sample{}, err
+		}
 	}
 	return s, nil
 }
