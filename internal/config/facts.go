@@ -48,3 +48,13 @@ func (c *Router) setPolicyKey(name, key string, v json.RawMessage) error {
 	c.Policies = pol
 	return nil
 }
+
+// WithFacts returns a copy of c whose Facts are f (the live router: what a
+// pool's replicas report), so that PolicySettings, PoolPolicySettings and
+// PoolPolicy apply them to every key the configuration leaves unset. c is
+// not changed; the copy shares c's maps, which it only reads.
+func (c *Router) WithFacts(f policy.Facts) *Router {
+	cp := *c
+	cp.Facts = f
+	return &cp
+}

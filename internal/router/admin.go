@@ -361,6 +361,7 @@ func (r *Router) servePutPolicy(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	p.Table().SetPolicy(pol)
+	r.facts.putSettings(p, name, in.Settings)
 	if in.Reset {
 		p.Table().Reset()
 	}

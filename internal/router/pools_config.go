@@ -17,5 +17,5 @@ func (r *Router) poolTable(model string) (*state.Table, error) { return r.cfg.Ne
 // poolPolicySettings are policy name's configured settings for model's
 // pool (a PUT /admin/policy that switches the policy starts from them).
 func (r *Router) poolPolicySettings(model, name string) (policy.Settings, error) {
-	return r.cfg.PoolPolicySettings(model, name)
+	return r.factsConfig(model).PoolPolicySettings(model, name)
 }

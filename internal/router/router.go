@@ -80,6 +80,7 @@ type Router struct {
 
 	hashers sync.Pool        // *prefix.Hasher, one per request in flight
 	scraper *signals.Scraper // the replicas' /metrics; nil when signals.interval is 0
+	facts   *liveFacts       // the engine facts they report (facts.go); nil with no scraper
 	health  healthNotes      // what the health checks found wrong with the configuration
 	mu      sync.Mutex       // serializes policy changes (admin API)
 

@@ -10,8 +10,12 @@ import (
 
 // tableSink feeds the replicas' own signals into the routing state of
 // every pool holding the replica, where policies read them as
-// Row.Reported.
-type tableSink struct{ t *pool.Set }
+// Row.Reported, and the engine facts they report into the pools'
+// policies (facts.go).
+type tableSink struct {
+	t *pool.Set
+	f *liveFacts
+}
 
 var _ signals.Sink = tableSink{}
 
@@ -32,6 +36,7 @@ func (s tableSink) Report(name string, sm signals.Sample, ok bool, at time.Time)
 		}
 	}
 	s.t.SetReported(name, r)
+	s.f.report(name, sm, ok)
 }
 
 // newScraper returns the scraper of the replicas' /metrics the
@@ -55,8 +60,9 @@ func (r *Router) newScraper() (*signals.Scraper, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.facts = newLiveFacts(r)
 	return signals.New(signals.Config{Interval: c.Interval.D(), Timeout: c.Timeout.D(), Path: c.Path, Mapping: m},
-		tableSink{r.pools}, r.reg, r.log)
+		tableSink{t: r.pools, f: r.facts}, r.reg, r.log)
 }
 
 // scrapeTargets tells the scraper the current replica set, each replica
@@ -68,7 +74,9 @@ func (r *Router) scrapeTargets() {
 	}
 	st := r.view()
 	ts := make([]signals.Target, 0, len(st.Replicas))
+	names := make([]string, 0, len(st.Replicas))
 	for _, x := range st.Replicas {
+		names = append(names, x.Name)
 		name := r.cfg.MetricsPreset(x.Engine)
 		if name == "" {
 			continue
@@ -80,4 +88,5 @@ func (r *Router) scrapeTargets() {
 		ts = append(ts, signals.Target{Name: x.Name, URL: x.URL, Mapping: &m})
 	}
 	r.scraper.SetTargets(ts)
+	r.facts.members(names)
 }
