@@ -14,9 +14,9 @@ import (
 )
 
 // Engine facts of the live router (issue 19). A policy setting that is a
-// fact about the engine (predictive's cache_tokens, kv-cost's block_size:
-// policy.FactTaker) takes it from what the pool's replicas report on
-// /metrics (signals.Sample.CacheTokens, BlockSize) unless the
+// fact about the engine (predictive's slots and cache_tokens, kv-cost's
+// block_size: policy.FactTaker) takes it from what the pool's replicas
+// report (signals.Sample.Slots, CacheTokens, BlockSize) unless the
 // configuration (policies.NAME, models.pools.MODEL.policies.NAME) or a PUT
 // /admin/policy set the key. A pool's fact is the smallest its replicas
 // report: a pool has one policy for all its replicas, and a policy that
@@ -53,7 +53,7 @@ func newLiveFacts(r *Router) *liveFacts {
 
 // sampleFacts are the engine facts a scrape of a replica gave.
 func sampleFacts(sm signals.Sample) policy.Facts {
-	return policy.Facts{CacheTokens: sm.CacheTokens, BlockSize: sm.BlockSize}
+	return policy.Facts{Slots: sm.Slots, CacheTokens: sm.CacheTokens, BlockSize: sm.BlockSize}
 }
 
 // report takes one scrape's outcome (signals.Sink): a replica's facts are
@@ -134,6 +134,9 @@ func (lf *liveFacts) poolFacts(p *pool.Pool) policy.Facts {
 		}
 		if g.BlockSize > 0 && (f.BlockSize == 0 || g.BlockSize < f.BlockSize) {
 			f.BlockSize = g.BlockSize
+		}
+		if g.Slots > 0 && (f.Slots == 0 || g.Slots < f.Slots) {
+			f.Slots = g.Slots
 		}
 	}
 	return f

@@ -116,16 +116,20 @@ func TestLiveFactsConfigWins(t *testing.T) {
 	}
 }
 
-// TestLiveFactsLlamaCpp: a llama.cpp replica reports no cache
-// configuration on /metrics: the policy keeps its settings.
+// TestLiveFactsLlamaCpp: a llama.cpp replica gives its slots (GET /props
+// total_slots, --parallel) and no cache configuration: predictive takes
+// the slots and keeps its cache_tokens.
 func TestLiveFactsLlamaCpp(t *testing.T) {
-	rep := simReplica(t, "llm-0", nil)
+	rep := simReplica(t, "llm-0", func(o *replica.Options) { o.Model.NParallel = 6 })
 	rt, _ := poolRouter(t, []replicaset.Replica{rep}, withSignals, func(c *config.Router) { c.Policy = "predictive" })
-	waitUntil(t, "a scrape", func() bool { return rt.Table().Status().Replicas[0].Reported.HasQueue })
-	if c := rt.facts.config(rt.Pools().Pool("")); c != nil && c.Facts != (policy.Facts{}) {
-		t.Errorf("facts from llama.cpp: %+v", c.Facts)
+	waitUntil(t, "predictive's slots from /props", func() bool {
+		p, _ := policy.SettingsOf(rt.Table().Policy()).(*policy.Predictive)
+		return p != nil && p.Slots == 6
+	})
+	if c := rt.facts.config(rt.Pools().Pool("")); c == nil || c.Facts != (policy.Facts{Slots: 6}) {
+		t.Errorf("facts from llama.cpp: %+v, want slots 6 only", c)
 	}
-	if p, _ := policy.SettingsOf(rt.Table().Policy()).(*policy.Predictive); p == nil || p.CacheTokens != 65536 {
+	if p, _ := policy.SettingsOf(rt.Table().Policy()).(*policy.Predictive); p.CacheTokens != 65536 {
 		t.Errorf("predictive = %+v, want the default cache_tokens", p)
 	}
 }

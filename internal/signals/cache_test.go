@@ -1,8 +1,15 @@
 package signals
 
 import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestParseCacheConfig: vLLM's vllm:cache_config_info gives the KV pool
@@ -78,3 +85,71 @@ func TestMappingCacheKeys(t *testing.T) {
 		t.Errorf("Validate: %v", err)
 	}
 }
+
+// TestScrapeProps: the llama.cpp preset asks GET /props once for
+// total_slots and reports it with every later sample; an engine whose
+// /props fails is not asked again.
+func TestScrapeProps(t *testing.T) {
+	for _, tt := range []struct {
+		name, props string
+		status      int
+		want        int
+	}{
+		{"slots", `{"total_slots": 8, "model_alias": "m"}`, http.StatusOK, 8},
+		{"no slots", `{"model_alias": "m"}`, http.StatusOK, 0},
+		{"not found", `{"error": "no"}`, http.StatusNotFound, 0},
+		{"absurd", `{"total_slots": 1e9}`, http.StatusOK, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var asked atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/props" {
+					asked.Add(1)
+					w.WriteHeader(tt.status)
+					io.WriteString(w, tt.props)
+					return
+				}
+				io.WriteString(w, "# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing 1\n")
+			}))
+			defer srv.Close()
+			sink := &propsSink{}
+			s, err := New(Config{Interval: 5 * time.Millisecond, Timeout: time.Second, Mapping: mustPreset(t, "llamacpp")}, sink, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.SetTargets([]Target{{Name: "llm-0", URL: srv.URL}})
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- s.Run(ctx) }()
+			for deadline := time.Now().Add(10 * time.Second); sink.count() < 4; time.Sleep(2 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("timed out waiting for scrapes")
+				}
+			}
+			cancel()
+			<-done
+			if got := sink.last(); got.Slots != tt.want || !got.HasRunning {
+				t.Errorf("last sample %+v, want slots %d", got, tt.want)
+			}
+			if n := asked.Load(); n != 1 {
+				t.Errorf("/props asked %d times, want once", n)
+			}
+		})
+	}
+}
+
+type propsSink struct {
+	mu sync.Mutex
+	n  int
+	s  Sample
+}
+
+func (p *propsSink) Report(_ string, s Sample, ok bool, _ time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ok {
+		p.n, p.s = p.n+1, s
+	}
+}
+func (p *propsSink) count() int   { p.mu.Lock(); defer p.mu.Unlock(); return p.n }
+func (p *propsSink) last() Sample { p.mu.Lock(); defer p.mu.Unlock(); return p.s }

@@ -52,6 +52,9 @@ type Sample struct {
 	// its block size (vLLM's block_size), the smallest engine's.
 	CacheTokens float64
 	BlockSize   int
+	// Slots is the requests the replica serves at once (llama.cpp's
+	// total_slots of GET /props, Mapping.Props), 0 when not reported.
+	Slots int
 }
 
 // Adapters is what a replica says of its LoRA adapters: the ones resident
@@ -90,6 +93,10 @@ type Mapping struct {
 	// CacheConfig family gives it. Both: the smallest engine's.
 	CacheConfig []string `json:"cache_config,omitempty"`
 	CacheTokens []string `json:"cache_tokens,omitempty"`
+	// Props is the path of a JSON endpoint whose total_slots is the
+	// replica's slot count (llama.cpp's /props), asked once per replica
+	// beside its /metrics; "" none.
+	Props string `json:"props,omitempty"`
 	// KVScale multiplies the KV family's value to give 0..1: 1 for every
 	// preset (all three engines report a fraction), 0.01 for a family in
 	// percent.
@@ -113,6 +120,8 @@ var presets = map[string]Mapping{
 		Waiting: []string{"llamacpp:requests_deferred"},
 		KVUse:   []string{"llamacpp:kv_cache_usage_ratio"},
 		KVScale: 1,
+		// tools/server/server.cpp, GET /props: total_slots.
+		Props: "/props",
 	},
 	// vLLM (V1 engine): kv_cache_usage_perc is a fraction 0..1 despite its
 	// name; vLLM before 0.9 exported the same value as gpu_cache_usage_perc.
@@ -187,6 +196,9 @@ func (m Mapping) With(o Mapping) Mapping {
 	if len(o.CacheTokens) > 0 {
 		m.CacheTokens = append([]string(nil), o.CacheTokens...)
 	}
+	if o.Props != "" {
+		m.Props = o.Props
+	}
 	if o.KVScale != 0 {
 		m.KVScale = o.KVScale
 	}
@@ -210,6 +222,9 @@ func (m Mapping) Validate(prefix string) error {
 	names("adapters", m.Adapters)
 	names("cache_config", m.CacheConfig)
 	names("cache_tokens", m.CacheTokens)
+	if m.Props != "" && !strings.HasPrefix(m.Props, "/") {
+		errs = append(errs, fmt.Errorf("%s.props: must start with /, got %q", prefix, m.Props))
+	}
 	if len(m.Running)+len(m.Waiting)+len(m.KVUse) == 0 {
 		errs = append(errs, fmt.Errorf("%s: maps no signal (set running, waiting or kv_use)", prefix))
 	}

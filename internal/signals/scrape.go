@@ -269,6 +269,10 @@ type loop struct {
 	url    string
 	cancel context.CancelFunc
 	parser expfmt.TextParser // used by this loop's goroutine only
+	// The slot count from the engine's JSON endpoint (props.go), used by
+	// this loop's goroutine only.
+	nSlots    int
+	propsDone bool
 
 	mu          sync.Mutex // guards the fields below (read by the collector)
 	stopped     bool       // set when the loop is stopped: report nothing more
@@ -332,6 +336,7 @@ func (l *loop) scrape(ctx context.Context) {
 		return
 	}
 	l.state, l.lastSuccess = stateUp, at
+	sample.Slots = l.slots(ctx, l.target.mapping(l.s.cfg).Props)
 	if prev == stateDown {
 		l.s.log.Info("signals: scrape recovered", "replica", l.target.Name, "url", l.url)
 	}
