@@ -133,3 +133,27 @@ func TestLiveFactsLlamaCpp(t *testing.T) {
 		t.Errorf("predictive = %+v, want the default cache_tokens", p)
 	}
 }
+
+// TestLiveFactsPerPool: each pool takes its own replicas' facts, and
+// models.pools.MODEL.policies.predictive.cache_tokens wins in its pool.
+func TestLiveFactsPerPool(t *testing.T) {
+	a, b := vllmReplica(t, "a-0", 4096, 16), vllmReplica(t, "b-0", 8192, 16)
+	a.Models, b.Models = []replicaset.Model{{Name: "model-a"}}, []replicaset.Model{{Name: "model-b"}}
+	rt, _ := poolRouter(t, []replicaset.Replica{a, b}, withSignals, func(c *config.Router) {
+		c.Policy = "predictive"
+		c.Models = config.Models{Pools: map[string]config.ModelPool{"model-a": {
+			Policies: map[string]json.RawMessage{"predictive": json.RawMessage(`{"cache_tokens": 2000}`)}}}}
+	})
+	cache := func(m string) float64 {
+		p, _ := policy.SettingsOf(rt.Pools().Pool(m).Table().Policy()).(*policy.Predictive)
+		return p.CacheTokens
+	}
+	waitUntil(t, "model-b's facts", func() bool { return cache("model-b") == 8192 })
+	waitUntil(t, "model-a's facts", func() bool {
+		c := rt.facts.config(rt.Pools().Pool("model-a"))
+		return c != nil && c.Facts.CacheTokens == 4096
+	})
+	if got := cache("model-a"); got != 2000 {
+		t.Errorf("model-a cache_tokens = %v, want the pool's configured 2000", got)
+	}
+}
