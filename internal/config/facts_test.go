@@ -44,3 +44,32 @@ func TestPolicySettingsTakeFacts(t *testing.T) {
 		t.Errorf("without facts: %+v, %v", s, err)
 	}
 }
+
+// TestWithFacts: a copy with the facts; the configuration itself keeps
+// none, and a pool's configured key wins over the facts.
+func TestWithFacts(t *testing.T) {
+	c, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Models.Pools = map[string]ModelPool{"m": {Policies: map[string]json.RawMessage{"kv-cost": json.RawMessage(`{"block_size": 64}`)}}}
+	w := c.WithFacts(policy.Facts{BlockSize: 32})
+	if c.Facts != (policy.Facts{}) || w.Facts.BlockSize != 32 {
+		t.Fatalf("facts: config %+v, copy %+v", c.Facts, w.Facts)
+	}
+	for _, tt := range []struct {
+		model string
+		want  int
+	}{{"", 32}, {"m", 64}} {
+		s, err := w.PoolPolicySettings(tt.model, "kv-cost")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.(*policy.KVCost).BlockSize; got != tt.want {
+			t.Errorf("pool %q: block_size %d, want %d", tt.model, got, tt.want)
+		}
+	}
+	if s, _ := c.PoolPolicySettings("", "kv-cost"); s.(*policy.KVCost).BlockSize != 16 {
+		t.Errorf("the configuration itself took the facts: %+v", s)
+	}
+}
