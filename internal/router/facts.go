@@ -11,6 +11,7 @@ import (
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/pool"
 	"github.com/llm-ring/llm-ring/internal/signals"
+	"github.com/llm-ring/llm-ring/internal/state"
 )
 
 // Engine facts of the live router (issue 19). A policy setting that is a
@@ -34,9 +35,9 @@ type liveFacts struct {
 	r *Router
 
 	mu        sync.Mutex
-	byReplica map[string]policy.Facts     // the last facts each replica reported
-	applied   map[*pool.Pool]policy.Facts // the facts each pool's policy was built with
-	put       map[*pool.Pool]adminPut     // what PUT /admin/policy set, per pool
+	byReplica map[string]policy.Facts       // the last facts each replica reported
+	applied   map[*state.Table]policy.Facts // the facts each pool's policy was built with
+	put       map[*state.Table]adminPut     // what PUT /admin/policy set, per pool's table
 }
 
 // adminPut is the settings keys PUT /admin/policy set for the pool's
@@ -48,7 +49,7 @@ type adminPut struct {
 
 func newLiveFacts(r *Router) *liveFacts {
 	return &liveFacts{r: r, byReplica: map[string]policy.Facts{},
-		applied: map[*pool.Pool]policy.Facts{}, put: map[*pool.Pool]adminPut{}}
+		applied: map[*state.Table]policy.Facts{}, put: map[*state.Table]adminPut{}}
 }
 
 // sampleFacts are the engine facts a scrape of a replica gave.
@@ -98,13 +99,13 @@ func (lf *liveFacts) apply() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	pools := r.pools.Pools()
-	live := make(map[*pool.Pool]bool, len(pools))
+	live := make(map[*state.Table]bool, len(pools))
 	for _, p := range pools {
-		live[p] = true
+		live[p.Table()] = true
 		f := lf.poolFacts(p)
 		lf.mu.Lock()
-		old, had := lf.applied[p]
-		lf.applied[p] = f
+		old, had := lf.applied[p.Table()]
+		lf.applied[p.Table()] = f
 		lf.mu.Unlock()
 		if had && old == f || !had && f == (policy.Facts{}) {
 			continue
@@ -112,8 +113,8 @@ func (lf *liveFacts) apply() {
 		lf.rebuild(p, f)
 	}
 	lf.mu.Lock()
-	maps.DeleteFunc(lf.applied, func(p *pool.Pool, _ policy.Facts) bool { return !live[p] })
-	maps.DeleteFunc(lf.put, func(p *pool.Pool, _ adminPut) bool { return !live[p] })
+	maps.DeleteFunc(lf.applied, func(t *state.Table, _ policy.Facts) bool { return !live[t] })
+	maps.DeleteFunc(lf.put, func(t *state.Table, _ adminPut) bool { return !live[t] })
 	lf.mu.Unlock()
 }
 
@@ -176,7 +177,7 @@ func (lf *liveFacts) settings(p *pool.Pool, name string, f policy.Facts) (policy
 		return nil, err
 	}
 	lf.mu.Lock()
-	put := lf.put[p]
+	put := lf.put[p.Table()]
 	lf.mu.Unlock()
 	if put.name != name || len(put.keys) == 0 {
 		return s, nil
@@ -192,15 +193,16 @@ func (lf *liveFacts) settings(p *pool.Pool, name string, f policy.Facts) (policy
 	return sp.Decode(s, raw)
 }
 
-// config is the configuration with the facts pool p's policy was built
-// with (the router's own when none): a PUT /admin/policy that switches the
-// pool's policy starts from it, so the new policy takes the facts too.
-func (lf *liveFacts) config(p *pool.Pool) *config.Router {
-	if lf == nil {
+// config is the configuration with the facts the policy of the pool whose
+// table is t was built with (nil when none): a PUT /admin/policy that
+// switches the pool's policy starts from it, so the new policy takes the
+// facts too.
+func (lf *liveFacts) config(t *state.Table) *config.Router {
+	if lf == nil || t == nil {
 		return nil
 	}
 	lf.mu.Lock()
-	f, ok := lf.applied[p]
+	f, ok := lf.applied[t]
 	lf.mu.Unlock()
 	if !ok {
 		return nil
@@ -209,10 +211,11 @@ func (lf *liveFacts) config(p *pool.Pool) *config.Router {
 }
 
 // putSettings records the keys of a PUT /admin/policy's settings (a JSON
-// object, validated by then) for pool p's policy name: they win over the
-// facts at the next rebuild. A switch to another policy forgets the keys
-// set for the previous one.
-func (lf *liveFacts) putSettings(p *pool.Pool, name string, settings json.RawMessage) {
+// object, validated by then) for policy name of the pool whose table is t
+// (a pool created after a PUT for every pool gets its keys too): they win
+// over the facts at the next rebuild. A switch to another policy forgets
+// the keys set for the previous one.
+func (lf *liveFacts) putSettings(t *state.Table, name string, settings json.RawMessage) {
 	if lf == nil {
 		return
 	}
@@ -220,7 +223,7 @@ func (lf *liveFacts) putSettings(p *pool.Pool, name string, settings json.RawMes
 	_ = json.Unmarshal(settings, &keys) // Decode accepted it: an object, or empty
 	lf.mu.Lock()
 	defer lf.mu.Unlock()
-	put := lf.put[p]
+	put := lf.put[t]
 	if put.name != name {
 		put = adminPut{name: name}
 	}
@@ -231,13 +234,17 @@ func (lf *liveFacts) putSettings(p *pool.Pool, name string, settings json.RawMes
 		}
 		maps.Copy(put.keys, keys)
 	}
-	lf.put[p] = put
+	lf.put[t] = put
 }
 
 // factsConfig is the configuration with the facts of model's pool (the
 // router's own when none are known).
 func (r *Router) factsConfig(model string) *config.Router {
-	if c := r.facts.config(r.pools.Pool(model)); c != nil {
+	var t *state.Table
+	if p := r.pools.Pool(model); p != nil {
+		t = p.Table()
+	}
+	if c := r.facts.config(t); c != nil {
 		return c
 	}
 	return r.cfg
