@@ -38,6 +38,7 @@ type liveFacts struct {
 	byReplica map[string]policy.Facts       // the last facts each replica reported
 	applied   map[*state.Table]policy.Facts // the facts each pool's policy was built with
 	put       map[*state.Table]adminPut     // what PUT /admin/policy set, per pool's table
+	byModel   map[string]policy.Facts       // applied, by the pool's model (config: no pool.Set lock)
 }
 
 // adminPut is the settings keys PUT /admin/policy set for the pool's
@@ -49,7 +50,7 @@ type adminPut struct {
 
 func newLiveFacts(r *Router) *liveFacts {
 	return &liveFacts{r: r, byReplica: map[string]policy.Facts{},
-		applied: map[*state.Table]policy.Facts{}, put: map[*state.Table]adminPut{}}
+		applied: map[*state.Table]policy.Facts{}, put: map[*state.Table]adminPut{}, byModel: map[string]policy.Facts{}}
 }
 
 // sampleFacts are the engine facts a scrape of a replica gave.
@@ -100,12 +101,13 @@ func (lf *liveFacts) apply() {
 	defer r.mu.Unlock()
 	pools := r.pools.Pools()
 	live := make(map[*state.Table]bool, len(pools))
+	models := make(map[string]bool, len(pools))
 	for _, p := range pools {
-		live[p.Table()] = true
+		live[p.Table()], models[p.Model()] = true, true
 		f := lf.poolFacts(p)
 		lf.mu.Lock()
 		old, had := lf.applied[p.Table()]
-		lf.applied[p.Table()] = f
+		lf.applied[p.Table()], lf.byModel[p.Model()] = f, f
 		lf.mu.Unlock()
 		if had && old == f || !had && f == (policy.Facts{}) {
 			continue
@@ -115,6 +117,7 @@ func (lf *liveFacts) apply() {
 	lf.mu.Lock()
 	maps.DeleteFunc(lf.applied, func(t *state.Table, _ policy.Facts) bool { return !live[t] })
 	maps.DeleteFunc(lf.put, func(t *state.Table, _ adminPut) bool { return !live[t] })
+	maps.DeleteFunc(lf.byModel, func(m string, _ policy.Facts) bool { return !models[m] })
 	lf.mu.Unlock()
 }
 
@@ -193,16 +196,17 @@ func (lf *liveFacts) settings(p *pool.Pool, name string, f policy.Facts) (policy
 	return sp.Decode(s, raw)
 }
 
-// config is the configuration with the facts the policy of the pool whose
-// table is t was built with (nil when none): a PUT /admin/policy that
-// switches the pool's policy starts from it, so the new policy takes the
-// facts too.
-func (lf *liveFacts) config(t *state.Table) *config.Router {
-	if lf == nil || t == nil {
+// config is the configuration with the facts the policy of model's pool
+// was built with (nil when none): a PUT /admin/policy that switches the
+// pool's policy starts from it, so the new policy takes the facts too. It
+// takes no lock of the pool.Set: a pool being created (under that lock)
+// asks it.
+func (lf *liveFacts) config(model string) *config.Router {
+	if lf == nil {
 		return nil
 	}
 	lf.mu.Lock()
-	f, ok := lf.applied[t]
+	f, ok := lf.byModel[model]
 	lf.mu.Unlock()
 	if !ok {
 		return nil
@@ -240,11 +244,7 @@ func (lf *liveFacts) putSettings(t *state.Table, name string, settings json.RawM
 // factsConfig is the configuration with the facts of model's pool (the
 // router's own when none are known).
 func (r *Router) factsConfig(model string) *config.Router {
-	var t *state.Table
-	if p := r.pools.Pool(model); p != nil {
-		t = p.Table()
-	}
-	if c := r.facts.config(t); c != nil {
+	if c := r.facts.config(model); c != nil {
 		return c
 	}
 	return r.cfg

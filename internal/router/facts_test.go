@@ -86,7 +86,7 @@ func TestLiveFacts(t *testing.T) {
 	// admin's block_size stays.
 	rt.SetReplicas([]replicaset.Replica{large})
 	waitUntil(t, "the pool's facts after the change", func() bool {
-		return rt.facts.config(rt.Table()).Facts.CacheTokens == 16384
+		return rt.facts.config("").Facts.CacheTokens == 16384
 	})
 	if s := adminSettings(t, rt); s.Policy != "kv-cost" || s.Settings["block_size"] != 64.0 {
 		t.Errorf("after the change: %+v, want kv-cost with the admin's block_size 64", s)
@@ -108,7 +108,7 @@ func TestLiveFactsConfigWins(t *testing.T) {
 		c.Policies = map[string]json.RawMessage{"predictive": json.RawMessage(`{"cache_tokens": 1000}`)}
 	})
 	waitUntil(t, "the replica's facts", func() bool {
-		c := rt.facts.config(rt.Table())
+		c := rt.facts.config("")
 		return c != nil && c.Facts == policy.Facts{CacheTokens: 8192, BlockSize: 32}
 	})
 	if p, _ := policy.SettingsOf(rt.Table().Policy()).(*policy.Predictive); p == nil || p.CacheTokens != 1000 {
@@ -126,7 +126,7 @@ func TestLiveFactsLlamaCpp(t *testing.T) {
 		p, _ := policy.SettingsOf(rt.Table().Policy()).(*policy.Predictive)
 		return p != nil && p.Slots == 6
 	})
-	if c := rt.facts.config(rt.Table()); c == nil || c.Facts != (policy.Facts{Slots: 6}) {
+	if c := rt.facts.config(""); c == nil || c.Facts != (policy.Facts{Slots: 6}) {
 		t.Errorf("facts from llama.cpp: %+v, want slots 6 only", c)
 	}
 	if p, _ := policy.SettingsOf(rt.Table().Policy()).(*policy.Predictive); p.CacheTokens != 65536 {
@@ -150,7 +150,7 @@ func TestLiveFactsPerPool(t *testing.T) {
 	}
 	waitUntil(t, "model-b's facts", func() bool { return cache("model-b") == 8192 })
 	waitUntil(t, "model-a's facts", func() bool {
-		c := rt.facts.config(rt.Pools().Pool("model-a").Table())
+		c := rt.facts.config("model-a")
 		return c != nil && c.Facts.CacheTokens == 4096
 	})
 	if got := cache("model-a"); got != 2000 {
