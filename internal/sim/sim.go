@@ -113,6 +113,7 @@ type sim struct {
 	spec    *Spec
 	prof    traffic.Profile
 	src     Source
+	utoks   userTokens // src, when it has its user messages' tokens (trace.go)
 	hash    func(string) uint64
 	polName string
 	// tables are the router instances (one unless Spec.Routers > 1); the
@@ -207,6 +208,7 @@ func newSim(spec *Spec, rows RowWriter) (*sim, error) {
 		sampleEvery: spec.Router.Signals.Interval.D(),
 		blockChars:  spec.Router.PrefixIndex.BlockChars,
 	}
+	s.utoks, _ = src.(userTokens)
 	if h := spec.Hash; h != nil {
 		s.hash = func(k string) uint64 { return h([]byte(k)) }
 	}
