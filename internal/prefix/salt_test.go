@@ -1,6 +1,7 @@
 package prefix_test
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -106,5 +107,21 @@ func TestMatchSaltedAllocs(t *testing.T) {
 	}
 	if a := testing.AllocsPerRun(100, func() { ix.InsertSalted(3, prompt, salt, 2) }); a != 0 {
 		t.Errorf("InsertSalted (touch): %v allocations, want 0", a)
+	}
+}
+
+var sinkSalt uint64
+
+// BenchmarkSalt: what an adapter's request adds to a pick before its
+// lookups (each salted lookup then adds one xor per block).
+func BenchmarkSalt(b *testing.B) {
+	names := []string{"", "sql-lora", "a-longer-adapter-name-of-40-characters-x"}
+	for _, n := range names {
+		b.Run("len="+fmt.Sprint(len(n)), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				sinkSalt ^= prefix.Salt(n)
+			}
+		})
 	}
 }
