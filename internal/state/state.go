@@ -322,12 +322,9 @@ type Input struct {
 	// with Config.AdapterAffinity the pick prefers replicas that have it
 	// resident, then a free adapter slot, then it waiting (adapters.go).
 	// The table remembers the string as given for a while: pass one that
-	// does not hold a large buffer (pool.Route.Adapter does not). Whatever
-	// the affinity setting, the adapter's salt (prefix.Salt) keys what
-	// placement memory and the prefix index learn and look up for the
-	// request (Query.Salt), since the engines keep each adapter's cache
-	// apart: a prompt cached for the base model or another adapter does not
-	// count as cached for this one. The ring home (Hash) is the same.
+	// does not hold a large buffer (pool.Route.Adapter does not). With
+	// affinity or without, its salt keys the request's routing memory apart
+	// (Query.Salt), as the engines keep each adapter's cache apart.
 	Adapter string
 }
 
