@@ -273,13 +273,10 @@ func runConfig(s *Spec) map[string]any {
 		},
 		"router": map[string]any{
 			"policy": s.Policy, "settings": policy.SettingsMap(set), "virtual_nodes": s.Router.VirtualNodes,
-			"placement_memory": map[string]any{
-				"max_entries": s.Router.PlacementMemory.MaxEntries, "ttl": s.Router.PlacementMemory.TTL.D().String(),
-			},
-			"prefix_index": map[string]any{
-				"block_chars": s.Router.PrefixIndex.BlockChars, "capacity_tokens": s.Router.PrefixIndex.CapacityTokens,
-				"ttl": s.Router.PrefixIndex.TTL.D().String(),
-			},
+			// As the router's configuration names them (a config.Duration is
+			// written as its string).
+			"placement_memory": strict.Required(s.Router.PlacementMemory),
+			"prefix_index":     strict.Required(s.Router.PrefixIndex),
 			"signals_interval": s.Router.Signals.Interval.D().String(),
 			"chars_per_token":  s.Router.CharsPerToken,
 		},
