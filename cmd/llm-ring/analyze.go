@@ -57,8 +57,8 @@ func cmdAnalyze(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fmt.Fprintf(stdout, "\nwrote %s, %s, %s, %s\n",
 		filepath.Join(*outDir, analysis.SummaryMD), filepath.Join(*outDir, analysis.PerRunCSV),
 		filepath.Join(*outDir, analysis.SummaryPNG), filepath.Join(*outDir, analysis.HitRateOverTimePNG))
-	fmt.Fprintf(stdout, "field metrics (SLO: TTFT %v, TPOT %v): %s, %s, %s (per stage: %s)\n", *sloTTFT, *sloTPOT,
-		filepath.Join(*outDir, analysis.FieldMD), filepath.Join(*outDir, analysis.FieldPerRunCSV),
-		filepath.Join(*outDir, analysis.FieldTTFTPNG), filepath.Join(*outDir, analysis.PerStageCSV))
+	fmt.Fprintf(stdout, "field metrics (SLO: TTFT %v, TPOT %v): %s, %s, %s (with stages: the charts against the rate)\n",
+		*sloTTFT, *sloTPOT, filepath.Join(*outDir, analysis.FieldMD), filepath.Join(*outDir, analysis.FieldPerRunCSV),
+		filepath.Join(*outDir, analysis.PerStageCSV))
 	return nil
 }

@@ -131,6 +131,22 @@ func WriteFieldMD(w io.Writer, title string, means []StageMean, slo SLO) error {
 	return err
 }
 
+// WriteRunFieldMD writes field.md for runs without stages: each policy's
+// seed means over its runs' whole length (warm-up left out).
+func WriteRunFieldMD(w io.Writer, title string, means []StageMean, slo SLO) error {
+	pr := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	pr("# %s\n\nSeed means per policy over each run (no stages; warm-up left out). SLO: TTFT ≤ %g ms, TPOT ≤ %g ms.\n\n", title, slo.TTFTMS, slo.TPOTMS)
+	pr("| policy | TTFT p50 | p90 | p99 (ms) | TPOT p50 | p90 (ms) | E2E p50 | p95 (ms) | out tok/s | success | cached | goodput | good tok/s |\n")
+	pr("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, m := range means {
+		pr("| %s | %.0f | %.0f | %.0f | %.1f | %.1f | %.0f | %.0f | %.0f | %.1f %% | %.1f %% | %.1f %% | %.0f |\n",
+			m.Policy, m.TTFTP50, m.TTFTP90, m.TTFTP99, m.TPOTP50, m.TPOTP90, m.E2EP50, m.E2EP95, m.OutputTokS,
+			100*m.Success, 100*m.CachedShare, 100*m.GoodShare, m.GoodTokS)
+	}
+	_, err := fmt.Fprintln(w)
+	return err
+}
+
 // WriteFieldChart draws one metric of every policy against the rate.
 // A logY chart has a log-scale y axis (values must be positive).
 func WriteFieldChart(w io.Writer, title, ylabel string, means []StageMean, logY bool, value func(*StageMean) float64) error {
@@ -185,8 +201,8 @@ func WriteFieldChart(w io.Writer, title, ylabel string, means []StageMean, logY 
 }
 
 // WriteField loads the runs of resultsDir and writes per_stage.csv,
-// field_per_run.csv, field.md and the two charts into outDir. It returns
-// the stage means.
+// field_per_run.csv, field.md and, when the runs have stages, the two
+// charts against the rate into outDir. It returns the stage means.
 func WriteField(resultsDir, outDir, title string, slo SLO) ([]StageMean, error) {
 	runs, err := Load(resultsDir)
 	if err != nil {
@@ -207,6 +223,13 @@ func WriteField(resultsDir, outDir, title string, slo SLO) ([]StageMean, error) 
 		{FieldGoodPNG, func(w io.Writer) error {
 			return WriteFieldChart(w, title+": goodput", "requests meeting the SLO (%, seed mean)", means, false, func(m *StageMean) float64 { return 100 * m.GoodShare })
 		}},
+	}
+	if len(means) == 0 {
+		// No stages (closed-loop runs, a trace): each policy's runs over
+		// their whole length, and no chart against the rate.
+		files = files[:3]
+		whole := MeanByPolicyRate(RunFields(runs, slo))
+		files[2].write = func(w io.Writer) error { return WriteRunFieldMD(w, title, whole, slo) }
 	}
 	if adm := AdmissionRows(runs, slo); len(adm) > 0 {
 		files = append(files, struct {

@@ -2,6 +2,9 @@ package analysis
 
 import (
 	"math"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/llm-ring/llm-ring/internal/record"
@@ -42,5 +45,28 @@ func TestCrossingRate(t *testing.T) {
 	}
 	if c := CrossingRate(means, "c", 1000); !math.IsInf(c, 1) {
 		t.Fatalf("c: %v, want +Inf", c)
+	}
+}
+
+// TestWriteFieldWithoutStages: closed-loop runs (the study's) have no
+// stages; the field report then gives each policy's whole runs and draws
+// no chart against the rate (a log-scale chart of nothing used to panic).
+func TestWriteFieldWithoutStages(t *testing.T) {
+	out := t.TempDir()
+	means, err := WriteField(filepath.Join("testdata", "results"), out, "study", SLO{TTFTMS: 1000, TPOTMS: 100})
+	if err != nil || len(means) != 0 {
+		t.Fatalf("WriteField: %d stage means, %v", len(means), err)
+	}
+	md, err := os.ReadFile(filepath.Join(out, FieldMD))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "Seed means per policy over each run") || strings.Count(string(md), "\n| ") < 3 {
+		t.Errorf("field.md without stages:\n%s", md)
+	}
+	for _, name := range []string{FieldTTFTPNG, FieldGoodPNG} {
+		if _, err := os.Stat(filepath.Join(out, name)); err == nil {
+			t.Errorf("%s drawn for runs without stages", name)
+		}
 	}
 }

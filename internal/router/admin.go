@@ -20,6 +20,7 @@ import (
 	"github.com/llm-ring/llm-ring/internal/cluster"
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/pool"
+	"github.com/llm-ring/llm-ring/internal/state"
 	"github.com/llm-ring/llm-ring/internal/wire"
 )
 
@@ -317,10 +318,15 @@ func (r *Router) serveGetPolicy(w http.ResponseWriter, req *http.Request) {
 	writeJSON(w, http.StatusOK, s)
 }
 
-// servePutPolicy switches a pool's policy (or its settings) at run time:
-// the experiment runner's way to compare policies on one deployed router.
-// In-flight requests keep the load they were charged.
+// servePutPolicy switches the policy (or its settings) at run time: the
+// experiment runner's way to compare policies on one deployed router.
+// ?model=NAME addresses one pool; without it the update applies to every
+// pool, and to the pools created later (a model discovered after the
+// switch), as a switch of the router's policy. In-flight requests keep the
+// load they were charged. The answer is the addressed pool's settings (the
+// catch-all's for every pool).
 func (r *Router) servePutPolicy(w http.ResponseWriter, req *http.Request) {
+	all := !req.URL.Query().Has("model")
 	p, err := r.adminPool(req)
 	if err != nil {
 		r.fail(w, err)
@@ -338,35 +344,74 @@ func (r *Router) servePutPolicy(w http.ResponseWriter, req *http.Request) {
 		r.fail(w, badRequest("invalid policy update: %v", err))
 		return
 	}
+	pools := []*pool.Pool{p}
+	if all {
+		pools = r.pools.Pools()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	old := current(p)
-	name, base := old.Policy, policy.SettingsOf(p.Table().Policy())
+	pols := make([]policy.Policy, len(pools))
+	for i, q := range pools { // every pool's update is checked before any is applied
+		if pols[i], err = r.updatedPolicy(q.Model(), q.Table(), in); err != nil {
+			r.fail(w, err)
+			return
+		}
+	}
+	for i, q := range pools {
+		q.Table().SetPolicy(pols[i])
+		if in.Reset {
+			q.Table().Reset()
+		}
+	}
+	if all {
+		u := in
+		u.Reset = false
+		r.adminAll.Store(&u)
+	}
+	now := current(p)
+	r.log.Info("policy_changed", slog.String("caller", req.RemoteAddr), slog.Any("old", old), slog.Any("new", now),
+		slog.Int("pools", len(pools)), slog.Bool("reset", in.Reset))
+	writeJSON(w, http.StatusOK, now)
+}
+
+// updatedPolicy is the policy of model's pool (table t) after update in:
+// the named policy from the pool's configured settings (or its current
+// one), in.Settings on top.
+func (r *Router) updatedPolicy(model string, t *state.Table, in PolicyUpdate) (policy.Policy, error) {
+	name, base := t.Policy().Name(), policy.SettingsOf(t.Policy())
 	if in.Policy != "" && in.Policy != name {
 		name = in.Policy
-		if base, err = r.poolPolicySettings(p.Model(), name); err != nil {
-			r.fail(w, badRequest("policy: %v", err))
-			return
+		var err error
+		if base, err = r.poolPolicySettings(model, name); err != nil {
+			return nil, badRequest("policy: %v", err)
 		}
 	}
 	sp, _ := policy.Lookup(name)
 	set, err := sp.Decode(base, in.Settings)
 	if err != nil {
-		r.fail(w, badRequest("settings.%v", err))
-		return
+		return nil, badRequest("settings.%v", err)
 	}
 	pol, err := policy.New(name, set)
 	if err != nil {
-		r.fail(w, badRequest("%v", err))
-		return
+		return nil, badRequest("%v", err)
 	}
-	p.Table().SetPolicy(pol)
-	if in.Reset {
-		p.Table().Reset()
+	return pol, nil
+}
+
+// withAdminPolicy gives a pool created after a PUT /admin/policy for every
+// pool that update (its table is new: nothing to reset).
+func (r *Router) withAdminPolicy(model string, t *state.Table) error {
+	u := r.adminAll.Load()
+	if u == nil {
+		return nil
 	}
-	now := current(p)
-	r.log.Info("policy_changed", slog.String("caller", req.RemoteAddr), slog.Any("old", old), slog.Any("new", now), slog.Bool("reset", in.Reset))
-	writeJSON(w, http.StatusOK, now)
+	pol, err := r.updatedPolicy(model, t, *u)
+	if err != nil {
+		return fmt.Errorf("pool %q: the admin API's policy: %w", model, err)
+	}
+	t.SetPolicy(pol)
+	return nil
 }
 
 // serveReset forgets placement memory, the prefix index and the

@@ -36,6 +36,9 @@ func (r *Router) newTable(model string) (*state.Table, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := r.withAdminPolicy(model, t); err != nil {
+		return nil, err
+	}
 	if r.node != nil {
 		t.SetPeers(cluster.TablePeers{Node: r.node, Model: model})
 	}

@@ -404,6 +404,26 @@ func TestAdminPerPool(t *testing.T) {
 	if got := testutilCount(rt, "model-a"); got != 2 {
 		t.Errorf("llm_ring_requests_total{model=model-a} = %v, want 2", got)
 	}
+	// Without ?model= a PUT switches every pool (the experiment runner's
+	// switch), and a pool created later (a model discovered after it)
+	// takes it too.
+	if code, body := do(http.MethodPut, "/admin/policy", `{"policy":"round-robin","reset":true}`); code != 200 || !strings.Contains(body, `"policy": "round-robin"`) {
+		t.Fatalf("PUT for every pool: %d %s", code, body)
+	}
+	if got := policyOf("?model=model-a") + " " + policyOf("?model=model-b") + " " + policyOf(""); got != "model-a:round-robin model-b:round-robin :round-robin" {
+		t.Errorf("after the PUT for every pool: %s", got)
+	}
+	if memory("model-a") != 0 {
+		t.Errorf("the reset did not reach model-a: memory %d", memory("model-a"))
+	}
+	c := newModelReplica(t, "c-0", replicaset.Model{Name: "model-c"})
+	rt.SetReplicas([]replicaset.Replica{a.replica(), b.replica(), c.replica()})
+	if got := policyOf("?model=model-c"); got != "model-c:round-robin" {
+		t.Errorf("a pool created after the PUT: %s", got)
+	}
+	if code, body := do(http.MethodPut, "/admin/policy", `{"policy":"no-such"}`); code != 400 || policyOf("?model=model-a") != "model-a:round-robin" {
+		t.Errorf("a bad update for every pool: %d %s; model-a now %s", code, body, policyOf("?model=model-a"))
+	}
 }
 
 // testutilCount sums llm_ring_requests_total over the series of a model

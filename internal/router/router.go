@@ -99,6 +99,9 @@ type Router struct {
 
 	urls atomic.Pointer[map[string]*url.URL] // the replicas' parsed URLs, by URL (SetReplicas)
 	adm  *admitter                           // admission control (issue 22, admit.go); nil when off
+	// adminAll is the last PUT /admin/policy addressed to every pool (nil:
+	// none): the pools created after it take it too (admin.go).
+	adminAll atomic.Pointer[PolicyUpdate]
 }
 
 // New builds a Router with no replicas; feed it with SetReplicas (or Serve

@@ -43,10 +43,6 @@ type Result struct {
 	Sent, Completed, Failed int
 }
 
-// ErrTextNoReplica is the router's message when no replica is on the ring
-// (status 503).
-const ErrTextNoReplica = "no ready replica to serve the request"
-
 // errorText is a failed request's error column, as the live runner writes
 // it from the JSON error body: "HTTP <status>: <message>".
 func errorText(status int, msg string) string { return fmt.Sprintf("HTTP %d: %s", status, msg) }
