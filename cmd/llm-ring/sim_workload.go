@@ -47,16 +47,17 @@ type openLoop struct {
 	affinity *bool // --adapter-affinity if given (sim_pools.go)
 }
 
-// seedTraffic is the profile, source and ideal cached share of one seed's
-// run of the workload.
-func (ol *openLoop) seedTraffic(seed int64) (traffic.Profile, sim.Source, []float64, error) {
+// seedTraffic is the profile, sources (one per run, sharing the requests'
+// texts and tokens) and ideal cached share of one seed's runs of the
+// workload.
+func (ol *openLoop) seedTraffic(seed int64) (traffic.Profile, func() sim.Source, []float64, error) {
 	reqs := ol.w.Requests(traffic.OpenArrivals(ol.stages, seed), seed)
 	p, src, err := sim.WorkloadRun(ol.w.Name, reqs)
 	if err != nil {
 		return traffic.Profile{}, nil, nil, err
 	}
 	all, by := traffic.IdealCachedShareByStage(reqs)
-	return p, src(), append([]float64{all}, by...), nil
+	return p, src, append([]float64{all}, by...), nil
 }
 
 // parse reads the workload flags; it returns nil loads when none is given.

@@ -20,16 +20,13 @@ import (
 func (o *simOptions) specsOpen(ol *openLoop) ([]sim.Spec, error) {
 	var out []sim.Spec
 	for _, seed := range o.seeds {
-		p, _, ideal, err := ol.seedTraffic(seed)
+		p, src, ideal, err := ol.seedTraffic(seed)
 		if err != nil {
 			return nil, err
 		}
 		one := *o
 		one.seeds = []int64{seed}
-		one.source = func() sim.Source {
-			_, src, _, _ := ol.seedTraffic(seed) // a fresh source per run: sources cache text
-			return src
-		}
+		one.source = src // a source per run, all sharing the seed's texts
 		specs := one.specsFor(p)
 		if err := o.applyPools(ol, specs); err != nil {
 			return nil, err

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/llm-ring/llm-ring/internal/config"
+	"github.com/llm-ring/llm-ring/internal/state"
 )
 
 // Generous: the machine is shared; "eventually" never asserts a speed.
@@ -176,10 +177,10 @@ func cluster3(t *testing.T, opts ...nodeOpt) (a, b, c *testNode) {
 // Three nodes converge: what one publishes, the others apply.
 func TestClusterConverges(t *testing.T) {
 	a, b, c := cluster3(t)
-	a.PublishPlacement(Placement{Key: 77, Replica: "llm-1", CachedTokens: 100, PromptTokens: 120, PromptChars: 480, At: time.Now().UnixNano()})
+	a.PublishPlacement(Placement{PlacementUpdate: state.PlacementUpdate{Key: 77, Replica: "llm-1", Cached: 100, Prompt: 120, Chars: 480, At: time.Now().UnixNano()}})
 	a.PublishPrefix(PrefixUpdate{Replica: "llm-1", Op: PrefixInsert, Hashes: []uint64{5, 6, 7}, At: time.Now().UnixNano()})
-	a.PublishTurn(Turn{Key: 78, Replica: "llm-2", ChargeTokens: 900, PromptTokens: 800, PromptChars: 3200, At: time.Now().UnixNano()})
-	a.PublishTurn(Turn{Key: 79, Replica: "llm-2", Failed: true, At: time.Now().UnixNano()})
+	a.PublishTurn(Turn{TurnUpdate: state.TurnUpdate{Key: 78, Replica: "llm-2", Charge: 900, Prompt: 800, Chars: 3200, At: time.Now().UnixNano()}})
+	a.PublishTurn(Turn{TurnUpdate: state.TurnUpdate{Key: 79, Replica: "llm-2", Failed: true, At: time.Now().UnixNano()}})
 	for _, n := range []*testNode{b, c} {
 		waitFor(t, n.name+" applies a's placement", func() bool { return n.rec.hasPlacement(77) })
 		waitFor(t, n.name+" applies a's turns", func() bool { return n.rec.hasTurn(78, false) && n.rec.hasTurn(79, true) })
@@ -319,12 +320,12 @@ func TestWrongKeyCannotJoinOrInject(t *testing.T) {
 	}
 	// Encrypted with the wrong key: a user message straight to a's port.
 	addr := memberlist.Address{Addr: a.Addr(), Name: "a"}
-	if err := evil.ml.SendToAddress(addr, encodePlacements([]Placement{{Key: 666, Replica: "llm-0"}})); err != nil {
+	if err := evil.ml.SendToAddress(addr, encodePlacements([]Placement{{PlacementUpdate: state.PlacementUpdate{Key: 666, Replica: "llm-0"}}})); err != nil {
 		t.Fatal(err)
 	}
 	// Unencrypted, by hand: a memberlist user message over UDP (with and
 	// without the label header) and over TCP.
-	payload := encodePlacements([]Placement{{Key: 667, Replica: "llm-0"}})
+	payload := encodePlacements([]Placement{{PlacementUpdate: state.PlacementUpdate{Key: 667, Replica: "llm-0"}}})
 	raw := append([]byte{8 /* memberlist userMsg */}, payload...)
 	labelled, err := memberlist.AddLabelHeaderToPacket(raw, "llm-ring")
 	if err != nil {
@@ -354,7 +355,7 @@ func TestWrongKeyCannotJoinOrInject(t *testing.T) {
 	tcp.Close()
 
 	// A control message with the right key, sent after the attempts.
-	b.PublishPlacement(Placement{Key: 1, Replica: "llm-0"})
+	b.PublishPlacement(Placement{PlacementUpdate: state.PlacementUpdate{Key: 1, Replica: "llm-0"}})
 	waitFor(t, "a applies b's placement", func() bool { return a.rec.hasPlacement(1) })
 	time.Sleep(200 * time.Millisecond) // let any stray packet be processed too
 	if a.rec.hasPlacement(666) || a.rec.hasPlacement(667) {
@@ -449,7 +450,7 @@ func BenchmarkPushDelivery(b *testing.B) {
 	var flush time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		a.PublishPlacement(Placement{Key: uint64(i), Replica: "llm-1", At: time.Now().UnixNano()})
+		a.PublishPlacement(Placement{PlacementUpdate: state.PlacementUpdate{Key: uint64(i), Replica: "llm-1", At: time.Now().UnixNano()}})
 		start := time.Now()
 		a.Flush()
 		flush += time.Since(start)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/llm-ring/llm-ring/internal/state"
 )
 
 // withModel returns items with their Model set.
@@ -69,11 +71,11 @@ func TestPoolUpdatesKeepTheirModel(t *testing.T) {
 	b := startNode(t, "b", withPeers(a.Addr()))
 	waitFor(t, "b joins a", func() bool { return a.alivePeers() == 1 })
 	now := time.Now().UnixNano()
-	a.PublishPlacement(Placement{Model: "m-a", Key: 1, Replica: "llm-0", At: now})
-	a.PublishPlacement(Placement{Key: 2, Replica: "llm-0", At: now})
-	a.PublishPlacement(Placement{Model: "m-b", Key: 3, Replica: "llm-0", At: now})
-	a.PublishPlacement(Placement{Model: strings.Repeat("x", maxName+1), Key: 4, Replica: "llm-0", At: now})
-	a.PublishTurn(Turn{Model: "m-b", Key: 5, Replica: "llm-1", ChargeTokens: 10, At: now})
+	a.PublishPlacement(Placement{Model: "m-a", PlacementUpdate: state.PlacementUpdate{Key: 1, Replica: "llm-0", At: now}})
+	a.PublishPlacement(Placement{PlacementUpdate: state.PlacementUpdate{Key: 2, Replica: "llm-0", At: now}})
+	a.PublishPlacement(Placement{Model: "m-b", PlacementUpdate: state.PlacementUpdate{Key: 3, Replica: "llm-0", At: now}})
+	a.PublishPlacement(Placement{Model: strings.Repeat("x", maxName+1), PlacementUpdate: state.PlacementUpdate{Key: 4, Replica: "llm-0", At: now}})
+	a.PublishTurn(Turn{Model: "m-b", TurnUpdate: state.TurnUpdate{Key: 5, Replica: "llm-1", Charge: 10, At: now}})
 	a.PublishPrefix(PrefixUpdate{Model: "m-a", Replica: "llm-1", Hashes: []uint64{9}, At: now})
 	a.Flush()
 	waitFor(t, "b gets every pool's updates", func() bool {

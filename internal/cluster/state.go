@@ -27,14 +27,12 @@ var _ state.Peers = TablePeers{}
 
 // PublishPlacement implements state.Peers.
 func (p TablePeers) PublishPlacement(u state.PlacementUpdate) {
-	p.Node.PublishPlacement(Placement{Model: p.Model, Key: u.Key, Replica: u.Replica,
-		CachedTokens: u.Cached, PromptTokens: u.Prompt, PromptChars: u.Chars, At: u.At})
+	p.Node.PublishPlacement(Placement{Model: p.Model, PlacementUpdate: u})
 }
 
 // PublishTurn implements state.Peers.
 func (p TablePeers) PublishTurn(u state.TurnUpdate) {
-	p.Node.PublishTurn(Turn{Model: p.Model, Key: u.Key, Replica: u.Replica, Failed: u.Failed,
-		ChargeTokens: u.Charge, PromptTokens: u.Prompt, OutputTokens: u.Output, PromptChars: u.Chars, At: u.At})
+	p.Node.PublishTurn(Turn{Model: p.Model, TurnUpdate: u})
 }
 
 // PublishPrefix implements state.Peers (PublishPrefix copies the blocks).
@@ -63,14 +61,12 @@ var _ Applier = TableApplier{}
 
 // ApplyPlacement implements Applier.
 func (a TableApplier) ApplyPlacement(p Placement) {
-	a.Table.ApplyPlacement(state.PlacementUpdate{Key: p.Key, Replica: p.Replica,
-		Cached: p.CachedTokens, Prompt: p.PromptTokens, Chars: p.PromptChars, At: p.At})
+	a.Table.ApplyPlacement(p.PlacementUpdate)
 }
 
 // ApplyTurn implements Applier.
 func (a TableApplier) ApplyTurn(t Turn) {
-	a.Table.ApplyTurn(state.TurnUpdate{Key: t.Key, Replica: t.Replica, Failed: t.Failed,
-		Charge: t.ChargeTokens, Prompt: t.PromptTokens, Output: t.OutputTokens, Chars: t.PromptChars, At: t.At})
+	a.Table.ApplyTurn(t.TurnUpdate)
 }
 
 // ApplyPrefix implements Applier. An eviction removes nothing the index

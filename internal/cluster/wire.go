@@ -5,39 +5,31 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/llm-ring/llm-ring/internal/state"
 )
 
-// Placement is one placement-memory update: the conversation whose key
-// hashes to Key was served by Replica at At (unix ns); its last prompt was
-// PromptTokens (PromptChars characters), and CachedTokens (that prompt and
-// its answer) are believed cached there now (state.PlacementUpdate).
+// Placement is one placement-memory update, state.PlacementUpdate (the
+// conversation whose key hashes to Key was served by Replica at At, unix
+// ns; its last prompt was Prompt tokens, Chars characters, and Cached
+// tokens, that prompt and its answer, are believed cached there now), with
+// the pool it is for: the state's update is one table's, the cluster
+// carries every pool's.
 type Placement struct {
 	// Model is the pool the update is for (issue 23: one routing table per
 	// model); "" the catch-all pool, the whole router without models.
-	Model        string
-	Key          uint64
-	Replica      string
-	CachedTokens int
-	PromptTokens int
-	PromptChars  int
-	At           int64
+	Model string
+	state.PlacementUpdate
 }
 
-// Turn announces a conversation's turn routed to Replica at At (unix ns) and
-// not yet answered: its load there (ChargeTokens, one request) and its
-// prompt (PromptTokens as estimated, PromptChars); or, with Failed, that the
-// turn ended without an answer (state.TurnUpdate). An answered turn is
-// announced by its Placement.
+// Turn announces a conversation's turn, state.TurnUpdate (routed to Replica
+// at At, unix ns, and not yet answered: its load there, Charge tokens and
+// one request, its prompt, Prompt tokens as estimated and Chars, and the
+// Output it asked for; or, with Failed, that the turn ended without an
+// answer), with its pool. An answered turn is announced by its Placement.
 type Turn struct {
-	Model        string // the pool, as Placement.Model
-	Key          uint64
-	Replica      string
-	Failed       bool
-	ChargeTokens int64
-	PromptTokens int
-	OutputTokens int // the output it asked for (max_tokens)
-	PromptChars  int
-	At           int64
+	Model string // the pool, as Placement.Model
+	state.TurnUpdate
 }
 
 // PrefixOp says whether a prefix update adds or removes blocks.
@@ -209,9 +201,9 @@ func uv64(n int64) uint64 {
 func appendPlacement(dst []byte, base int64, p Placement) []byte {
 	dst = binary.LittleEndian.AppendUint64(dst, p.Key)
 	dst = appendName(dst, p.Replica)
-	dst = binary.AppendUvarint(dst, uv(p.CachedTokens))
-	dst = binary.AppendUvarint(dst, uv(p.PromptTokens))
-	dst = binary.AppendUvarint(dst, uv(p.PromptChars))
+	dst = binary.AppendUvarint(dst, uv(p.Cached))
+	dst = binary.AppendUvarint(dst, uv(p.Prompt))
+	dst = binary.AppendUvarint(dst, uv(p.Chars))
 	return binary.AppendVarint(dst, p.At-base)
 }
 
@@ -224,10 +216,10 @@ func appendTurn(dst []byte, base int64, t Turn) []byte {
 		failed = 1
 	}
 	dst = append(dst, failed)
-	dst = binary.AppendUvarint(dst, uv64(t.ChargeTokens))
-	dst = binary.AppendUvarint(dst, uv(t.PromptTokens))
-	dst = binary.AppendUvarint(dst, uv(t.OutputTokens))
-	dst = binary.AppendUvarint(dst, uv(t.PromptChars))
+	dst = binary.AppendUvarint(dst, uv64(t.Charge))
+	dst = binary.AppendUvarint(dst, uv(t.Prompt))
+	dst = binary.AppendUvarint(dst, uv(t.Output))
+	dst = binary.AppendUvarint(dst, uv(t.Chars))
 	return binary.AppendVarint(dst, t.At-base)
 }
 
@@ -478,11 +470,12 @@ func decodePlacements(r *reader, intern func([]byte) string) []Placement {
 	var out []Placement
 	base := r.count("base time")
 	for r.err == nil && len(r.b) > 0 {
-		p := Placement{Key: r.u64("key")}
+		var p Placement
+		p.Key = r.u64("key")
 		p.Replica = r.name("replica", intern)
-		p.CachedTokens = r.int("cached tokens")
-		p.PromptTokens = r.int("prompt tokens")
-		p.PromptChars = r.int("prompt chars")
+		p.Cached = r.int("cached tokens")
+		p.Prompt = r.int("prompt tokens")
+		p.Chars = r.int("prompt chars")
 		p.At = r.at(base)
 		if r.err == nil {
 			out = append(out, p)
@@ -499,17 +492,18 @@ func decodeTurns(r *reader, intern func([]byte) string) []Turn {
 	var out []Turn
 	base := r.count("base time")
 	for r.err == nil && len(r.b) > 0 {
-		t := Turn{Key: r.u64("key")}
+		var t Turn
+		t.Key = r.u64("key")
 		t.Replica = r.name("replica", intern)
 		failed := r.byte1("failed")
 		if r.err == nil && failed > 1 {
 			r.fail("failed flag %d", failed)
 		}
 		t.Failed = failed == 1
-		t.ChargeTokens = r.count("charge")
-		t.PromptTokens = r.int("prompt tokens")
-		t.OutputTokens = r.int("output tokens")
-		t.PromptChars = r.int("prompt chars")
+		t.Charge = r.count("charge")
+		t.Prompt = r.int("prompt tokens")
+		t.Output = r.int("output tokens")
+		t.Chars = r.int("prompt chars")
 		t.At = r.at(base)
 		if r.err == nil {
 			out = append(out, t)

@@ -6,18 +6,20 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+
+	"github.com/llm-ring/llm-ring/internal/state"
 )
 
 var (
 	samplePlacements = []Placement{
-		{Key: 0xdeadbeefcafef00d, Replica: "llm-0", CachedTokens: 1500, PromptTokens: 1800, PromptChars: 7200, At: 1_760_000_000_000_000_000},
-		{Key: 1, Replica: "llm-12", CachedTokens: 0, PromptTokens: 40, PromptChars: 160, At: 1_760_000_000_004_000_000},
+		{PlacementUpdate: state.PlacementUpdate{Key: 0xdeadbeefcafef00d, Replica: "llm-0", Cached: 1500, Prompt: 1800, Chars: 7200, At: 1_760_000_000_000_000_000}},
+		{PlacementUpdate: state.PlacementUpdate{Key: 1, Replica: "llm-12", Cached: 0, Prompt: 40, Chars: 160, At: 1_760_000_000_004_000_000}},
 		// an item older than the message's base time
-		{Key: 2, Replica: "llm-1", At: 1_759_999_999_000_000_000},
+		{PlacementUpdate: state.PlacementUpdate{Key: 2, Replica: "llm-1", At: 1_759_999_999_000_000_000}},
 	}
 	sampleTurns = []Turn{
-		{Key: 0xdeadbeefcafef00d, Replica: "llm-0", ChargeTokens: 2100, PromptTokens: 1800, OutputTokens: 300, PromptChars: 7200, At: 1_760_000_000_000_000_000},
-		{Key: 3, Replica: "llm-2", Failed: true, At: 1_760_000_000_009_000_000},
+		{TurnUpdate: state.TurnUpdate{Key: 0xdeadbeefcafef00d, Replica: "llm-0", Charge: 2100, Prompt: 1800, Output: 300, Chars: 7200, At: 1_760_000_000_000_000_000}},
+		{TurnUpdate: state.TurnUpdate{Key: 3, Replica: "llm-2", Failed: true, At: 1_760_000_000_009_000_000}},
 	}
 	samplePrefixes = []PrefixUpdate{
 		{Replica: "llm-0", Op: PrefixInsert, Hashes: []uint64{1, 2, 0xffffffffffffffff}, At: 1_760_000_000_000_000_000},
@@ -139,7 +141,7 @@ func FuzzDecode(f *testing.F) {
 
 // Sizes quoted in docs/cluster.md.
 func TestMessageSizes(t *testing.T) {
-	p := Placement{Key: 0xdeadbeefcafef00d, Replica: "llm-0", CachedTokens: 1500, PromptTokens: 1800, PromptChars: 7200, At: 1_760_000_000_000_000_000}
+	p := Placement{PlacementUpdate: state.PlacementUpdate{Key: 0xdeadbeefcafef00d, Replica: "llm-0", Cached: 1500, Prompt: 1800, Chars: 7200, At: 1_760_000_000_000_000_000}}
 	one := len(encodePlacements([]Placement{p}))
 	p2 := p
 	p2.At += 3_000_000 // 3 ms later in the same push
@@ -149,7 +151,7 @@ func TestMessageSizes(t *testing.T) {
 	}
 	delta := len(encodeLoad(loadMsg{Origin: "router-7d9f8-abcde", Gen: uint64(p.At), Seq: 123456, Entries: []LoadEntry{{Replica: "llm-0", Load: Load{Requests: 12, Tokens: 30000}}}}))
 	entry := len(appendLoadEntry(nil, LoadEntry{Replica: "llm-0", Load: Load{Requests: 12, Tokens: 30000}}))
-	tn := Turn{Key: p.Key, Replica: "llm-0", ChargeTokens: 2100, PromptTokens: 1800, OutputTokens: 300, PromptChars: 7200, At: p.At}
+	tn := Turn{TurnUpdate: state.TurnUpdate{Key: p.Key, Replica: "llm-0", Charge: 2100, Prompt: 1800, Output: 300, Chars: 7200, At: p.At}}
 	turnOne := len(encodeTurns([]Turn{tn}))
 	tn.At += 3_000_000
 	turnItem := len(appendTurn(nil, p.At, tn))

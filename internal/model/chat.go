@@ -110,12 +110,24 @@ func ChatTokens(msgs []Message) []Token {
 // re-tokenizing the whole history: ChatTokens is exactly
 // [default system message] + each message + AppendGenerationPrompt.
 func AppendMessageTokens(dst []Token, m Message) []Token {
-	dst = append(dst, TokImStart)
-	dst = AppendTokens(dst, m.Role)
-	dst = append(dst, tokNewline)
+	dst = AppendMessageHead(dst, m.Role)
 	dst = AppendTokens(dst, m.Content)
-	return append(dst, TokImEnd, tokNewline)
+	return AppendMessageEnd(dst)
 }
+
+// AppendMessageHead appends the tokens that open a message of role
+// ("<|im_start|>role\n"), and AppendMessageEnd those that close it: a caller
+// that has a message's content tokens already (content == Tokenize(text))
+// appends head, content, end, the tokens of AppendMessageTokens.
+func AppendMessageHead(dst []Token, role string) []Token {
+	dst = append(dst, TokImStart)
+	dst = AppendTokens(dst, role)
+	return append(dst, tokNewline)
+}
+
+// AppendMessageEnd appends the tokens that close a message; see
+// AppendMessageHead.
+func AppendMessageEnd(dst []Token) []Token { return append(dst, TokImEnd, tokNewline) }
 
 // AppendAssistantTokens appends the tokens of an assistant message whose
 // content is out.Text, an answer of GenerateAnswer (or a Result): the same

@@ -28,7 +28,7 @@ type blockPool struct {
 	tail   int32
 	queued int32 // blocks in the free queue
 
-	byHash    map[uint64]int32
+	byHash    blockIndex
 	evictions int64
 	// double-free and leak guards for tests: frees of a block with
 	// reference count 0 (must stay 0).
@@ -36,7 +36,7 @@ type blockPool struct {
 }
 
 func newBlockPool(n, bs int) *blockPool {
-	return &blockPool{n: int32(n), bs: bs, head: -1, tail: -1, byHash: make(map[uint64]int32)}
+	return &blockPool{n: int32(n), bs: bs, head: -1, tail: -1}
 }
 
 // free is the number of blocks an allocation can take: never used, or in
@@ -51,7 +51,7 @@ func (p *blockPool) usage() float64 {
 }
 
 // cachedBlocks is the number of blocks findable by hash.
-func (p *blockPool) cachedBlocks() int { return len(p.byHash) }
+func (p *blockPool) cachedBlocks() int { return p.byHash.len() }
 
 // alloc takes one block (p.free() must be positive), evicting the cached
 // content of a reused block, and gives it reference count 1.
@@ -69,7 +69,7 @@ func (p *blockPool) alloc() int32 {
 		b = p.head
 		p.unlink(b)
 		if p.cached[b] {
-			delete(p.byHash, p.hash[b])
+			p.byHash.del(p.hash[b])
 			p.cached[b] = false
 			p.evictions++
 		}
@@ -126,8 +126,7 @@ func (p *blockPool) unlink(b int32) {
 
 // lookup returns the cached block with chain hash h.
 func (p *blockPool) lookup(h uint64) (int32, bool) {
-	b, ok := p.byHash[h]
-	return b, ok
+	return p.byHash.get(h)
 }
 
 // register makes the full block b findable by its chain hash h; a block
@@ -137,10 +136,10 @@ func (p *blockPool) register(b int32, h uint64) {
 	if p.cached[b] {
 		return
 	}
-	if _, ok := p.byHash[h]; ok {
+	if _, ok := p.byHash.get(h); ok {
 		return
 	}
-	p.byHash[h] = b
+	p.byHash.put(h, b)
 	p.hash[b] = h
 	p.cached[b] = true
 }

@@ -20,6 +20,9 @@
 //	ix.Forget(gone)                            // it left the replica set
 //	ix.Expire(now)                             // on a timer: drop blocks past the TTL
 //
+// A LoRA adapter's requests use MatchSalted, InsertSalted and EvictSalted
+// with Salt(adapter): the engines keep each adapter's cache apart (salt.go).
+//
 // The package is pure: no clock (time is an argument, in ns), no I/O, no
 // goroutines, no map-order dependence in any result.
 package prefix

@@ -191,6 +191,12 @@ func (ix *Index) addSlot(id uint32) int32 {
 // recent and the last to be evicted; a prompt longer than the capacity keeps
 // its leading blocks. Insert first drops the replica's expired blocks.
 func (ix *Index) Insert(replica uint32, blocks []uint64, now int64) {
+	ix.InsertSalted(replica, blocks, 0, now)
+}
+
+// InsertSalted is Insert for an adapter's prompt: each block is recorded as
+// block ^ salt (salt.go; salt 0 is Insert). blocks is not modified.
+func (ix *Index) InsertSalted(replica uint32, blocks []uint64, salt uint64, now int64) {
 	if len(blocks) == 0 {
 		return
 	}
@@ -205,7 +211,7 @@ func (ix *Index) Insert(replica uint32, blocks []uint64, now int64) {
 	r.newest = now
 	ix.expireSlot(s, now)
 	for i := len(blocks) - 1; i >= 0; i-- {
-		b := blocks[i]
+		b := blocks[i] ^ salt
 		if n, ok := r.where[b]; ok {
 			ix.nodes[n].touched = now
 			ix.moveToFront(r, n)
@@ -239,13 +245,18 @@ func (ix *Index) Insert(replica uint32, blocks []uint64, now int64) {
 // have them (for example, a turn that expected a cache hit got none). Blocks
 // it does not hold are ignored.
 func (ix *Index) Evict(replica uint32, blocks []uint64, from int) {
+	ix.EvictSalted(replica, blocks, 0, from)
+}
+
+// EvictSalted is Evict for an adapter's prompt (as InsertSalted recorded it).
+func (ix *Index) EvictSalted(replica uint32, blocks []uint64, salt uint64, from int) {
 	s := ix.slot(replica)
 	if s < 0 {
 		return
 	}
 	r := &ix.reps[s]
 	for _, b := range blocks[min(max(from, 0), len(blocks)):] {
-		if n, ok := r.where[b]; ok {
+		if n, ok := r.where[b^salt]; ok {
 			ix.remove(n)
 		}
 	}
@@ -311,6 +322,14 @@ func (ix *Index) expireSlot(s int32, now int64) int {
 // candidates' expired blocks (invisible anyway; each block is dropped once),
 // so that it never has to check a block's age.
 func (ix *Index) Match(blocks []uint64, now int64, replicas []uint32, out []int32) {
+	ix.MatchSalted(blocks, 0, now, replicas, out)
+}
+
+// MatchSalted is Match for an adapter's prompt: it matches the blocks as
+// InsertSalted recorded them with the same salt (salt.go; salt 0 is Match),
+// so what was cached for another adapter or the base model does not match.
+// blocks is not modified; it allocates nothing.
+func (ix *Index) MatchSalted(blocks []uint64, salt uint64, now int64, replicas []uint32, out []int32) {
 	if len(out) < len(replicas) {
 		panic("prefix: Index.Match: out is shorter than replicas")
 	}
@@ -333,7 +352,7 @@ func (ix *Index) Match(blocks []uint64, now int64, replicas []uint32, out []int3
 		wide.any = true
 	}
 	if wide.any {
-		ix.matchWide(blocks)
+		ix.matchWide(blocks, salt)
 		for k, id := range replicas {
 			if s := ix.slot(id); s >= 64 {
 				out[k] = wide.depth[s-64]
@@ -347,7 +366,7 @@ func (ix *Index) Match(blocks []uint64, now int64, replicas []uint32, out []int3
 	alive := fast
 	i := 0
 	for ; i < len(blocks) && alive != 0; i++ {
-		held := alive & ix.blocks[blocks[i]].mask
+		held := alive & ix.blocks[blocks[i]^salt].mask
 		for gone := alive &^ held; gone != 0; gone &= gone - 1 {
 			depth[bits.TrailingZeros64(gone)] = int32(i)
 		}

@@ -120,14 +120,14 @@ func (ix *Index) unholdWide(e *entry, n int32) {
 }
 
 // matchWide is Match for the candidates in slots >= 64 (the bits of
-// wide.alive): it walks the prompt's blocks as Match walks them with the
+// wide.alive), the blocks keyed with salt: it walks the prompt's blocks as Match walks them with the
 // bitset, the block's holders read from its mask or its (short) chain,
 // and leaves each candidate's depth in wide.depth.
-func (ix *Index) matchWide(blocks []uint64) {
+func (ix *Index) matchWide(blocks []uint64, salt uint64) {
 	w := &ix.wide
 	some := true
 	for i := 0; i < len(blocks) && some; i++ {
-		e := ix.blocks[blocks[i]]
+		e := ix.blocks[blocks[i]^salt]
 		held := w.tmp
 		if e.hi != 0 {
 			held = w.mask(e.hi)

@@ -56,7 +56,7 @@ func (e *FlightError) Body() []byte {
 
 // errNoReplica is the refusal when no replica can take the request.
 func errNoReplica() *FlightError {
-	return &FlightError{http.StatusServiceUnavailable, wire.ErrTypeUnavailable, "no ready replica to serve the request"}
+	return &FlightError{http.StatusServiceUnavailable, wire.ErrTypeUnavailable, wire.ErrTextNoReplica}
 }
 
 // NewFlight parses a request (method, path, headers and body as the client

@@ -120,7 +120,7 @@ func (r *Router) serveProxied(w http.ResponseWriter, req *http.Request) {
 	}
 	r.decisionObserver(f.pool).Observe(time.Since(t0).Seconds())
 	if err != nil {
-		r.fail(w, &httpError{http.StatusServiceUnavailable, wire.ErrTypeUnavailable, "no ready replica to serve the request"})
+		r.fail(w, &httpError{http.StatusServiceUnavailable, wire.ErrTypeUnavailable, wire.ErrTextNoReplica})
 		return
 	}
 	f.held = true

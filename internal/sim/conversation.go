@@ -60,7 +60,13 @@ func (s *sim) send(u int32) error {
 	us := &s.users[u]
 	c := &us.conv
 	turn := &c.Turns[us.turn]
-	us.toks = model.AppendMessageTokens(us.toks, model.Message{Role: "user", Content: turn.User})
+	if s.utoks != nil { // the source has the message's tokens: the same, untokenized
+		us.toks = model.AppendMessageHead(us.toks, "user")
+		us.toks = s.utoks.AppendUserTokens(us.toks, us.convIdx, us.turn)
+		us.toks = model.AppendMessageEnd(us.toks)
+	} else {
+		us.toks = model.AppendMessageTokens(us.toks, model.Message{Role: "user", Content: turn.User})
+	}
 	us.acc.Add("user", turn.User)
 	us.in = us.acc.Routing()
 	if us.turn == 0 { // the key is known once the first user message closed the start

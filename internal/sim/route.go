@@ -5,6 +5,7 @@ import (
 
 	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/state"
+	"github.com/llm-ring/llm-ring/internal/wire"
 )
 
 // ticketNone is the ticket of a request that reached no replica.
@@ -35,7 +36,7 @@ func (s *sim) route(u int32) error {
 			return err
 		}
 		us.replica, us.reason, us.ticket = -1, "", state.Ticket{}
-		return s.fail(u, 503, ErrTextNoReplica)
+		return s.fail(u, 503, wire.ErrTextNoReplica)
 	}
 	r := s.replicaIndex(&tk)
 	us.ticket, us.reason, us.replica = tk, d.Reason, r

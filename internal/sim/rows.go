@@ -2,12 +2,14 @@ package sim
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/llm-ring/llm-ring/internal/admission"
 	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/record"
+	"github.com/llm-ring/llm-ring/internal/wire"
 )
 
 // writeRow writes the row of the user's current request, ended at `end`.
@@ -78,21 +80,21 @@ func (s *sim) finish() {
 // simulator's own counts.
 func (s *sim) metrics() map[string]float64 {
 	m := map[string]float64{
-		`llm_ring_prompt_tokens_total{kind="cached"}`:    float64(s.cached),
-		`llm_ring_prompt_tokens_total{kind="processed"}`: float64(s.prompted),
-		"llm_ring_predicted_tokens_total":                float64(s.predicted),
-		"llm_ring_cache_lost_total":                      float64(s.cacheLost),
-		"llm_ring_failovers_total":                       0,
-		"sim_events_total":                               float64(s.res.Events),
-		"sim_model_events_total":                         float64(s.res.ModelEvents),
+		wire.Series(wire.MetricPromptTokens, "kind", "cached"):    float64(s.cached),
+		wire.Series(wire.MetricPromptTokens, "kind", "processed"): float64(s.prompted),
+		wire.MetricPredictedTokens:                                float64(s.predicted),
+		wire.MetricCacheLost:                                      float64(s.cacheLost),
+		wire.MetricFailovers:                                      0,
+		"sim_events_total":                                        float64(s.res.Events),
+		"sim_model_events_total":                                  float64(s.res.ModelEvents),
 	}
 	for k, n := range s.counters {
 		rname := ""
 		if k.replica >= 0 {
 			rname = s.reps[k.replica].name
 		}
-		m[fmt.Sprintf(`llm_ring_requests_total{code="%d",policy="%s",reason="%s",replica="%s"}`,
-			k.code, s.polName, k.reason, rname)] += float64(n) // a replica that returned has two slots
+		m[wire.Series(wire.MetricRequests, wire.LabelCode, strconv.Itoa(k.code), wire.LabelPolicy, s.polName,
+			wire.LabelReason, k.reason.String(), wire.LabelReplica, rname)] += float64(n) // a replica that returned has two slots
 	}
 	var evictions, saves, loads int64
 	for _, ref := range s.reps {

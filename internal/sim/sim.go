@@ -43,10 +43,6 @@ type Result struct {
 	Sent, Completed, Failed int
 }
 
-// ErrTextNoReplica is the router's message when no replica is on the ring
-// (status 503).
-const ErrTextNoReplica = "no ready replica to serve the request"
-
 // errorText is a failed request's error column, as the live runner writes
 // it from the JSON error body: "HTTP <status>: <message>".
 func errorText(status int, msg string) string { return fmt.Sprintf("HTTP %d: %s", status, msg) }
@@ -113,6 +109,7 @@ type sim struct {
 	spec    *Spec
 	prof    traffic.Profile
 	src     Source
+	utoks   userTokens // src, when it has its user messages' tokens (trace.go)
 	hash    func(string) uint64
 	polName string
 	// tables are the router instances (one unless Spec.Routers > 1); the
@@ -207,6 +204,7 @@ func newSim(spec *Spec, rows RowWriter) (*sim, error) {
 		sampleEvery: spec.Router.Signals.Interval.D(),
 		blockChars:  spec.Router.PrefixIndex.BlockChars,
 	}
+	s.utoks, _ = src.(userTokens)
 	if h := spec.Hash; h != nil {
 		s.hash = func(k string) uint64 { return h([]byte(k)) }
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/ring"
+	"github.com/llm-ring/llm-ring/internal/strict"
 	"github.com/llm-ring/llm-ring/internal/traffic"
 )
 
@@ -260,15 +261,9 @@ func runConfig(s *Spec) map[string]any {
 	prof := s.Profile
 	out := map[string]any{
 		"engine": "llm-ring sim (discrete-event, virtual time)",
-		"profile": map[string]any{
-			"name": prof.Name, "conversations": prof.Conversations, "concurrency": prof.Concurrency,
-			"ramp_s": prof.RampS, "turns_min": prof.TurnsMin, "turns_max": prof.TurnsMax,
-			"doc_share": prof.DocShare, "doc_words": prof.DocWords,
-			"user_words_min": prof.UserWordsMin, "user_words_max": prof.UserWordsMax,
-			"think_s_min": prof.ThinkSMin, "think_s_max": prof.ThinkSMax,
-			"max_tokens": prof.MaxTokens, "max_context_tokens": prof.MaxContextTokens,
-			"system_prompts": prof.SystemPrompts,
-		},
+		// The profile's required keys, named and valued as its file gives them
+		// (the optional ones are left out: earlier runs' files stay the same).
+		"profile": strict.Required(prof),
 		"replica": map[string]any{
 			"n_parallel": m.NParallel, "ctx_size": m.CtxSize, "n_batch": m.NBatch,
 			"cache_ram_mib": m.CacheRAMMiB, "bytes_per_token": m.BytesPerToken,
@@ -278,13 +273,10 @@ func runConfig(s *Spec) map[string]any {
 		},
 		"router": map[string]any{
 			"policy": s.Policy, "settings": policy.SettingsMap(set), "virtual_nodes": s.Router.VirtualNodes,
-			"placement_memory": map[string]any{
-				"max_entries": s.Router.PlacementMemory.MaxEntries, "ttl": s.Router.PlacementMemory.TTL.D().String(),
-			},
-			"prefix_index": map[string]any{
-				"block_chars": s.Router.PrefixIndex.BlockChars, "capacity_tokens": s.Router.PrefixIndex.CapacityTokens,
-				"ttl": s.Router.PrefixIndex.TTL.D().String(),
-			},
+			// As the router's configuration names them (a config.Duration is
+			// written as its string).
+			"placement_memory": strict.Required(s.Router.PlacementMemory),
+			"prefix_index":     strict.Required(s.Router.PrefixIndex),
 			"signals_interval": s.Router.Signals.Interval.D().String(),
 			"chars_per_token":  s.Router.CharsPerToken,
 		},

@@ -2,7 +2,11 @@ package sim
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
+
+	"github.com/llm-ring/llm-ring/internal/model"
 
 	"github.com/llm-ring/llm-ring/internal/traffic"
 )
@@ -40,18 +44,20 @@ func TraceRun(name string, reqs []traffic.TraceRequest, speedup float64) (traffi
 	if err := p.Validate(); err != nil {
 		return traffic.Profile{}, nil, fmt.Errorf("trace %s: %w", name, err)
 	}
-	return p, func() Source { return &traceSource{reqs: reqs, speedup: speedup, text: map[int64]string{}} }, nil
+	blocks := newTraceBlocks(reqs)
+	return p, func() Source { return &traceSource{reqs: reqs, speedup: speedup, blocks: blocks} }, nil
 }
 
-// traceSource makes trace request i a one-turn conversation. Block texts
-// are cached (a trace reuses its blocks: that is the point of it), so a
-// traceSource belongs to one run.
+// traceSource makes trace request i a one-turn conversation. Its block
+// texts and their tokens are computed once for all the runs of the trace
+// (traceBlocks, read-only once made), so the sources of runs simulated in
+// parallel share them.
 type traceSource struct {
 	reqs    []traffic.TraceRequest
 	names   []string         // conversation names (nil: trace-LINE)
 	targets []traffic.Target // what each asks for (nil: no model named)
 	speedup float64
-	text    map[int64]string
+	blocks  *traceBlocks
 }
 
 // Conversation implements Source.
@@ -68,9 +74,107 @@ func (t *traceSource) Conversation(i int) traffic.Conversation {
 	return traffic.Conversation{
 		ID: id, Model: tg.Model, Adapter: tg.Adapter,
 		Turns: []traffic.Turn{{
-			User:      traffic.TraceTextCached(r, t.text),
+			User:      t.blocks.text(r),
 			MaxTokens: r.OutputLength,
 			ThinkS:    (time.Duration(r.TimestampMS) * time.Millisecond).Seconds() / t.speedup,
 		}},
 	}
+}
+
+// AppendUserTokens implements userTokens: the tokens of conversation i's
+// only user message, the blocks' tokens in order.
+func (t *traceSource) AppendUserTokens(dst []model.Token, i, turn int) []model.Token {
+	if turn != 0 {
+		panic(fmt.Sprintf("sim: trace conversation %d has one turn, not %d", i, turn+1))
+	}
+	return t.blocks.appendTokens(dst, &t.reqs[i])
+}
+
+// userTokens is a Source that knows the tokens of its conversations' user
+// messages (model.Tokenize of the turn's User text), so that the simulated
+// client need not tokenize them again.
+type userTokens interface {
+	AppendUserTokens(dst []model.Token, conv, turn int) []model.Token
+}
+
+// traceBlocks is the text of every block a trace's requests use, and its
+// tokens: the whole blocks, and the cut last blocks by their length. A
+// request's text is its blocks' texts in order (traffic.TraceText); as
+// every whole block ends with a newline, a token of its own, its tokens are
+// its blocks' tokens in order (TestTraceTokensMatchText checks it).
+type traceBlocks struct {
+	whole map[int64]blockText
+	cut   map[cutBlock]blockText
+}
+
+type cutBlock struct {
+	id     int64
+	tokens int
+}
+
+type blockText struct {
+	text string
+	toks []model.Token
+}
+
+func newTraceBlocks(reqs []traffic.TraceRequest) *traceBlocks {
+	b := &traceBlocks{whole: map[int64]blockText{}, cut: map[cutBlock]blockText{}}
+	texts := map[int64]string{}
+	for i := range reqs {
+		b.each(&reqs[i], func(id int64, left int) {
+			one := traffic.TraceRequest{InputLength: min(left, traffic.TraceBlockTokens), HashIDs: []int64{id}}
+			if left >= traffic.TraceBlockTokens {
+				if _, ok := b.whole[id]; !ok {
+					t := traffic.TraceTextCached(&one, texts)
+					b.whole[id] = blockText{t, model.Tokenize(t)}
+				}
+				return
+			}
+			if k := (cutBlock{id, left}); b.cut[k].toks == nil {
+				t := traffic.TraceTextCached(&one, texts)
+				b.cut[k] = blockText{t, model.Tokenize(t)}
+			}
+		})
+	}
+	return b
+}
+
+// each calls f with each block of r that its text uses and the tokens left
+// to it (the last one is cut when fewer than a block's are left), as
+// traffic.TraceTextCached walks them.
+func (b *traceBlocks) each(r *traffic.TraceRequest, f func(id int64, left int)) {
+	left := r.InputLength
+	for _, id := range r.HashIDs {
+		if left <= 0 {
+			break
+		}
+		f(id, left)
+		left -= traffic.TraceBlockTokens
+	}
+}
+
+func (b *traceBlocks) block(id int64, left int) *blockText {
+	if left >= traffic.TraceBlockTokens {
+		t := b.whole[id]
+		return &t
+	}
+	t := b.cut[cutBlock{id, left}]
+	return &t
+}
+
+// text is traffic.TraceText(r).
+func (b *traceBlocks) text(r *traffic.TraceRequest) string {
+	var sb strings.Builder
+	n := 0
+	b.each(r, func(id int64, left int) { n += len(b.block(id, left).text) })
+	sb.Grow(n)
+	b.each(r, func(id int64, left int) { sb.WriteString(b.block(id, left).text) })
+	return sb.String()
+}
+
+// appendTokens appends model.Tokenize(b.text(r)).
+func (b *traceBlocks) appendTokens(dst []model.Token, r *traffic.TraceRequest) []model.Token {
+	dst = slices.Grow(dst, r.InputLength)
+	b.each(r, func(id int64, left int) { dst = append(dst, b.block(id, left).toks...) })
+	return dst
 }

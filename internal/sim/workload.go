@@ -21,13 +21,15 @@ func WorkloadRun(name string, reqs []traffic.WorkloadRequest) (traffic.Profile, 
 			targets[i] = reqs[i].Target
 		}
 	}
-	p, _, err := TraceRun(name, trace, 1)
+	p, src, err := TraceRun(name, trace, 1)
 	if err != nil {
 		return traffic.Profile{}, nil, err
 	}
 	p.Name = name
 	p.Description = "open-loop workload " + name
 	return p, func() Source {
-		return &traceSource{reqs: trace, names: names, targets: targets, speedup: 1, text: map[int64]string{}}
+		t := src().(*traceSource) // its blocks are shared, read-only
+		t.names, t.targets = names, targets
+		return t
 	}, nil
 }

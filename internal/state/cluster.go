@@ -15,6 +15,11 @@ import "github.com/llm-ring/llm-ring/internal/policy"
 //	pick:   each row's Load (and the view's Total) + Peers.RemoteLoad(replica),
 //	        less the load of a remote turn this request shows is over
 //
+// What is published is keyed as this table keys it: an adapter request's
+// conversation key (PlacementUpdate.Key, TurnUpdate.Key) and blocks
+// (PrefixUpdate.Blocks) carry its adapter's salt (Query.Salt), so a peer
+// applies them as they are and keeps the adapter's memory apart as well.
+//
 // The transport is not the state's business: the live router adapts
 // internal/cluster's gossip node to Peers, the simulator delivers the same
 // calls to its other instances after a delay. A Table without Peers routes
@@ -47,7 +52,7 @@ type Peers interface {
 
 // PlacementUpdate is one placement-memory entry, as instances exchange it.
 type PlacementUpdate struct {
-	Key     uint64 // conversation key hash (Input.Hash)
+	Key     uint64 // conversation key hash, salted (Query.Key: Input.Hash ^ the adapter's salt)
 	Replica string
 	Cached  int   // tokens believed cached there: the last prompt and its answer
 	Prompt  int   // the last prompt's tokens, as reported (or estimated)
@@ -60,7 +65,7 @@ type PlacementUpdate struct {
 // before the publisher's release does, knows where the turn went and what
 // load of it to discount (Table.ApplyTurn).
 type TurnUpdate struct {
-	Key     uint64 // conversation key hash (Input.Hash)
+	Key     uint64 // conversation key hash, salted (Query.Key: Input.Hash ^ the adapter's salt)
 	Replica string
 	Failed  bool  // the turn ended without an answer
 	Charge  int64 // its load on Replica (tokens)
@@ -77,9 +82,11 @@ type PrefixUpdate struct {
 	// expected, so everything believed of it is forgotten before Blocks
 	// (the prompt it has just processed) are inserted. Otherwise Blocks
 	// are inserted (a request was routed there).
-	Lost   bool
-	Blocks []uint64 // chained block hashes, in chain order
-	At     int64    // ns, the publisher's clock
+	Lost bool
+	// Blocks are the chained block hashes, in chain order, as the index
+	// keys them: an adapter's already xored with its salt (Query.Salt).
+	Blocks []uint64
+	At     int64 // ns, the publisher's clock
 }
 
 // SetPeers connects the table to other router instances (nil disconnects
@@ -165,7 +172,7 @@ func (t *Table) ApplyPrefix(u PrefixUpdate) {
 	if u.Lost {
 		t.px.ix.Forget(id)
 	}
-	t.px.ix.Insert(id, u.Blocks, u.At)
+	t.px.ix.Insert(id, u.Blocks, u.At) // already salted by the publisher
 }
 
 // withPeerLoads returns the rows and total a pick reads when peers are
@@ -203,7 +210,7 @@ func (t *Table) publishRouted(tk *Ticket, now int64) {
 	name := tk.Replica.Name
 	t.peers.AddLoad(name, 1, tk.Charge)
 	if t.px != nil && len(tk.blocks) > 0 {
-		t.peers.PublishPrefix(PrefixUpdate{Replica: name, Blocks: tk.blocks, At: now})
+		t.peers.PublishPrefix(PrefixUpdate{Replica: name, Blocks: t.saltedBlocks(tk), At: now})
 	}
 	// The turn last: a transport that sends a turn at once (the live node)
 	// takes what was published before it along.
@@ -223,8 +230,23 @@ func (t *Table) publishReleased(tk *Ticket, out Outcome, now int64) {
 		t.peers.PublishTurn(TurnUpdate{Key: tk.key, Replica: name, Failed: true, At: now})
 	}
 	if t.px != nil && lostCache(tk, out) {
-		t.peers.PublishPrefix(PrefixUpdate{Replica: name, Lost: true, Blocks: tk.blocks, At: now})
+		t.peers.PublishPrefix(PrefixUpdate{Replica: name, Lost: true, Blocks: t.saltedBlocks(tk), At: now})
 	}
+}
+
+// saltedBlocks are tk's blocks as the prefix index keys them, for a
+// PrefixUpdate: the ticket's own slice for the base model (salt 0), else a
+// salted copy in scratch space that the next publish reuses (Peers keep no
+// slice beyond the call). The caller's slice is never changed. t.mu is held.
+func (t *Table) saltedBlocks(tk *Ticket) []uint64 {
+	if tk.salt == 0 {
+		return tk.blocks
+	}
+	t.pubBlocks = append(t.pubBlocks[:0], tk.blocks...)
+	for i := range t.pubBlocks {
+		t.pubBlocks[i] ^= tk.salt
+	}
+	return t.pubBlocks
 }
 
 // PeerLoad is the other instances' in-flight load on each replica of the

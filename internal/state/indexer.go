@@ -29,9 +29,16 @@ type Indexer interface {
 
 // Query is one request as the indexers see it during Route.
 type Query struct {
-	Key    uint64   // conversation key hash
-	Blocks []uint64 // prompt block hashes
+	Key    uint64   // conversation key hash, salted: Input.Hash ^ Salt
+	Blocks []uint64 // prompt block hashes, as the driver hashed them (not salted)
 	Chars  int      // prompt characters
+	// Salt keeps a LoRA adapter's routing memory apart from the base
+	// model's and other adapters' (prefix.Salt(Input.Adapter); 0 for the
+	// base model), as the engines keep their caches apart: Key is already
+	// salted, and an indexer keys each block as block ^ Salt (the prefix
+	// index's salted methods), never by changing Blocks, which the caller
+	// still owns.
+	Salt uint64
 
 	// Set by placement memory's Lookup: where the conversation was last
 	// served and what the replica reported then.

@@ -47,7 +47,7 @@ func (p *prefixIndexer) Lookup(q *Query, t *Table, now int64) {
 		p.out = make([]int32, len(ids))
 	}
 	out := p.out[:len(ids)]
-	p.ix.Match(q.Blocks, now, ids, out)
+	p.ix.MatchSalted(q.Blocks, q.Salt, now, ids, out)
 	for i, n := range out {
 		if n > 0 {
 			t.SetMatch(i, int(p.cfg.Tokens(n)))
@@ -66,10 +66,10 @@ func (p *prefixIndexer) Routed(q *Query, tk *Ticket, now int64) {
 		// Match): what the chosen replica was believed to hold is still
 		// the expectation Finished checks the replica's report against.
 		var one [1]int32
-		p.ix.Match(q.Blocks, now, []uint32{tk.id}, one[:])
+		p.ix.MatchSalted(q.Blocks, q.Salt, now, []uint32{tk.id}, one[:])
 		tk.match = int(p.cfg.Tokens(one[0]))
 	}
-	p.ix.Insert(tk.id, q.Blocks, now)
+	p.ix.InsertSalted(tk.id, q.Blocks, q.Salt, now)
 }
 
 // Finished implements Indexer. The correction: a turn that expected a hit
@@ -83,7 +83,7 @@ func (p *prefixIndexer) Finished(tk *Ticket, out Outcome, now int64) {
 		return
 	}
 	p.ix.Forget(tk.id)
-	p.ix.Insert(tk.id, tk.blocks, now)
+	p.ix.InsertSalted(tk.id, tk.blocks, tk.salt, now)
 }
 
 // lostCache reports the prefix index's correction case: the turn expected a

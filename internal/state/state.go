@@ -86,8 +86,9 @@ type Table struct {
 	px    *prefixIndexer // the prefix index, or nil
 	// peers are the other router instances (nil: this one alone);
 	// peerRows is the scratch the pick reads their loads into.
-	peers    Peers
-	peerRows []policy.Row
+	peers     Peers
+	peerRows  []policy.Row
+	pubBlocks []uint64 // scratch: an adapter's salted blocks, published (cluster.go)
 	// Interned replica ids: a name keeps its id for the table's lifetime.
 	idOf   map[string]uint32
 	nameOf []string
@@ -321,7 +322,9 @@ type Input struct {
 	// with Config.AdapterAffinity the pick prefers replicas that have it
 	// resident, then a free adapter slot, then it waiting (adapters.go).
 	// The table remembers the string as given for a while: pass one that
-	// does not hold a large buffer (pool.Route.Adapter does not).
+	// does not hold a large buffer (pool.Route.Adapter does not). With
+	// affinity or without, its salt keys the request's routing memory apart
+	// (Query.Salt), as the engines keep each adapter's cache apart.
 	Adapter string
 }
 
@@ -350,7 +353,8 @@ type Ticket struct {
 
 	adapter string // Input.Adapter when the tier applied (Release decrements its count)
 	id, gen uint32
-	key     uint64
+	key     uint64 // the conversation key hash, salted (Query.Key)
+	salt    uint64 // the adapter's salt (Query.Salt): its blocks are keyed block ^ salt
 	chars   int32
 	output  int32  // the output tokens the request asked for (Input.MaxTokens)
 	sent    uint64 // the replica's routed-token count at release (set by Release)
@@ -365,6 +369,10 @@ func (tk *Ticket) ID() uint32 { return tk.id }
 
 // Blocks are the prompt's block hashes the request was routed with.
 func (tk *Ticket) Blocks() []uint64 { return tk.blocks }
+
+// Salt is the salt of the request's adapter (Query.Salt; 0 for the base
+// model): an indexer keys Blocks as block ^ Salt.
+func (tk *Ticket) Salt() uint64 { return tk.salt }
 
 // Route picks a replica for in with the current policy and charges it. now
 // is the caller's clock in nanoseconds (wall or virtual). exclude names
@@ -429,7 +437,7 @@ func (t *Table) route(pol policy.Policy, readsMatch bool, in Input, now int64, e
 	t.total.Tokens = satAdd(t.total.Tokens, d.Charge)
 	tk := Ticket{
 		Replica: s.replicas[r], Index: r, Charge: d.Charge, EstPrompt: req.PromptTokens,
-		id: s.ids[r], gen: t.gen[s.ids[r]], key: in.Hash, chars: int32(min(in.Chars, math.MaxInt32)),
+		id: s.ids[r], gen: t.gen[s.ids[r]], key: q.Key, salt: q.Salt, chars: int32(min(in.Chars, math.MaxInt32)),
 		output: int32(min(req.OutputTokens, math.MaxInt32)),
 		blocks: in.Blocks, match: t.rows[r].Match,
 	}

@@ -3,6 +3,8 @@ package state
 import (
 	"math"
 
+	"github.com/llm-ring/llm-ring/internal/prefix"
+
 	"github.com/llm-ring/llm-ring/internal/policy"
 )
 
@@ -34,7 +36,8 @@ func (t *Table) lookup(in Input, readsMatch bool, now int64) (*policy.Request, *
 	*req = policy.Request{Hash: in.Hash, OutputTokens: min(max(in.MaxTokens, 0), MaxCharge/2), Seq: t.seq, Last: -1,
 		FirstUser: in.FirstUser}
 	q := &t.query
-	*q = Query{Key: in.Hash, Blocks: in.Blocks, Chars: in.Chars}
+	salt := prefix.Salt(in.Adapter) // 0 for the base model: its keys as they are
+	*q = Query{Key: in.Hash ^ salt, Salt: salt, Blocks: in.Blocks, Chars: in.Chars}
 	for i, ix := range t.idx {
 		if i > 0 && !readsMatch {
 			break

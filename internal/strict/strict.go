@@ -180,3 +180,22 @@ func (w walker) fields(m map[string]any, t reflect.Type, path string) (map[strin
 	}
 	return known, nil
 }
+
+// Required returns the keys of struct s that every document must give
+// (fields tagged cfg:"optional" or cfg:"mode=X" left out), by their JSON
+// names, with s's values: what a record writes of a decoded document, named
+// as the document names it. s is a struct value; any other kind panics.
+func Required(s any) map[string]any {
+	v := reflect.ValueOf(s)
+	t := v.Type()
+	out := make(map[string]any, t.NumField())
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" || name == "-" || f.Tag.Get("cfg") != "" {
+			continue
+		}
+		out[name] = v.Field(i).Interface()
+	}
+	return out
+}

@@ -61,3 +61,19 @@ func TestHook(t *testing.T) {
 		t.Errorf("hook saw %q, want %q", paths, want)
 	}
 }
+
+func TestRequired(t *testing.T) {
+	type doc struct {
+		Name  string  `json:"name"`
+		Share float64 `json:"share,omitempty"`
+		Note  string  `json:"note" cfg:"optional"`
+		Peers int     `json:"peers" cfg:"mode=static"`
+		Skip  int     `json:"-"`
+		Bare  int
+	}
+	got := Required(doc{Name: "a", Share: 0.5, Note: "n", Peers: 2, Skip: 3, Bare: 4})
+	want := map[string]any{"name": "a", "share": 0.5}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Required = %v, want %v", got, want)
+	}
+}

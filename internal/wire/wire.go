@@ -217,6 +217,11 @@ const (
 	ErrTypeNotSupported   = "not_supported_error"  // 501
 )
 
+// ErrTextNoReplica is the message of the 503 a request gets when no replica
+// can take it: the router's answer (internal/router) and the simulator's
+// failed row (internal/sim) both write it, from here.
+const ErrTextNoReplica = "no ready replica to serve the request"
+
 // NewError returns an ErrorBody for an HTTP status and message.
 func NewError(status int, typ, msg string) ErrorBody {
 	return ErrorBody{Error: ErrorDetail{Code: status, Message: msg, Type: typ}}
