@@ -15,7 +15,7 @@ import (
 // core lists the pure packages: routing decisions, routing state, the
 // replica model, traffic, the simulator and the shapes they share.
 var core = []string{
-	"ring", "policy", "state", "prefix", "replicaset", "model", "traffic", "sim", "wire", "strict", "admission", "pool",
+	"ring", "policy", "state", "prefix", "replicaset", "model", "traffic", "sim", "wire", "strict", "admission", "pool", "stats",
 }
 
 // forbidden are packages the core must not depend on, even indirectly: a

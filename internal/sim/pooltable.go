@@ -3,6 +3,7 @@ package sim
 import (
 	"cmp"
 	"fmt"
+	"github.com/llm-ring/llm-ring/internal/stats"
 	"io"
 	"math"
 	"slices"
@@ -118,7 +119,7 @@ func PoolStats(rows []record.Request, metrics map[string]float64) []PoolStat {
 	for _, a := range by {
 		a.st.ModelLoads = modelLoads(metrics, a.st.Model)
 		a.st.LoadsPer1k = 1000 * float64(a.st.Loads) / float64(a.st.Requests)
-		a.st.TTFTP90 = percentile(a.ttft, 0.9)
+		a.st.TTFTP90 = stats.Percentile(a.ttft, 0.9)
 		a.st.HitRate = math.NaN()
 		if a.total > 0 {
 			a.st.HitRate = float64(a.cached) / float64(a.total)
@@ -156,20 +157,6 @@ func modelLoads(metrics map[string]float64, m string) float64 {
 		return math.NaN()
 	}
 	return sum
-}
-
-func percentile(xs []float64, q float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	h := float64(len(s)-1) * q
-	lo := int(math.Floor(h))
-	if lo >= len(s)-1 {
-		return s[len(s)-1]
-	}
-	return s[lo] + (h-float64(lo))*(s[lo+1]-s[lo])
 }
 
 // PoolsHeader is the header of the per-run table (WritePoolStats).
