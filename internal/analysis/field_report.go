@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"path/filepath"
 	"slices"
@@ -210,35 +211,30 @@ func WriteField(resultsDir, outDir, title string, slo SLO) ([]StageMean, error) 
 	}
 	stages := StageFields(runs, slo)
 	means := MeanByPolicyRate(stages)
-	files := []struct {
-		name  string
-		write func(io.Writer) error
-	}{
-		{PerStageCSV, func(w io.Writer) error { return WriteFieldCSV(w, stages) }},
-		{FieldPerRunCSV, func(w io.Writer) error { return WriteFieldCSV(w, RunFields(runs, slo)) }},
-		{FieldMD, func(w io.Writer) error { return WriteFieldMD(w, title, means, slo) }},
-		{FieldTTFTPNG, func(w io.Writer) error {
-			return WriteFieldChart(w, title+": TTFT p90", "TTFT p90 (ms, seed mean, log scale)", means, true, func(m *StageMean) float64 { return m.TTFTP90 })
-		}},
-		{FieldGoodPNG, func(w io.Writer) error {
-			return WriteFieldChart(w, title+": goodput", "requests meeting the SLO (%, seed mean)", means, false, func(m *StageMean) float64 { return 100 * m.GoodShare })
-		}},
+	perRun := RunFields(runs, slo)
+	files := map[string]func(io.Writer) error{
+		PerStageCSV:    func(w io.Writer) error { return WriteFieldCSV(w, stages) },
+		FieldPerRunCSV: func(w io.Writer) error { return WriteFieldCSV(w, perRun) },
 	}
-	if len(means) == 0 {
+	if len(means) > 0 {
+		files[FieldMD] = func(w io.Writer) error { return WriteFieldMD(w, title, means, slo) }
+		files[FieldTTFTPNG] = func(w io.Writer) error {
+			return WriteFieldChart(w, title+": TTFT p90", "TTFT p90 (ms, seed mean, log scale)", means, true, func(m *StageMean) float64 { return m.TTFTP90 })
+		}
+		files[FieldGoodPNG] = func(w io.Writer) error {
+			return WriteFieldChart(w, title+": goodput", "requests meeting the SLO (%, seed mean)", means, false, func(m *StageMean) float64 { return 100 * m.GoodShare })
+		}
+	} else {
 		// No stages (closed-loop runs, a trace): each policy's runs over
 		// their whole length, and no chart against the rate.
-		files = files[:3]
-		whole := MeanByPolicyRate(RunFields(runs, slo))
-		files[2].write = func(w io.Writer) error { return WriteRunFieldMD(w, title, whole, slo) }
+		whole := MeanByPolicyRate(perRun)
+		files[FieldMD] = func(w io.Writer) error { return WriteRunFieldMD(w, title, whole, slo) }
 	}
 	if adm := AdmissionRows(runs, slo); len(adm) > 0 {
-		files = append(files, struct {
-			name  string
-			write func(io.Writer) error
-		}{AdmissionCSV, func(w io.Writer) error { return WriteAdmissionCSV(w, adm) }})
+		files[AdmissionCSV] = func(w io.Writer) error { return WriteAdmissionCSV(w, adm) }
 	}
-	for _, f := range files {
-		if err := WriteFile(filepath.Join(outDir, f.name), f.write); err != nil {
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		if err := WriteFile(filepath.Join(outDir, name), files[name]); err != nil {
 			return nil, err
 		}
 	}
