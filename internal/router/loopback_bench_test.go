@@ -108,7 +108,7 @@ func loopbackRig(b *testing.B, router bool) (string, *atomic.Int64) {
 		b.Fatal(err)
 	}
 	rt.SetReplicas(rs)
-	srv := rt.newServer(rt)
+	srv := rt.clientServer()
 	srv.ConnState = count
 	return serveLoopback(b, srv), conns
 }
