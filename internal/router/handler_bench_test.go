@@ -89,7 +89,8 @@ func newHandlerRig(tb testing.TB, stream bool) *handlerRig {
 	g := &handlerRig{rt: rt, w: &discardWriter{h: http.Header{}}}
 	pad := strings.Repeat("x", 900)
 	g.body = []byte(fmt.Sprintf(`{"model":"m","max_tokens":8,"stream":%t,"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"%s"}]}`, stream, pad))
-	g.req, _ = http.NewRequest(http.MethodPost, "http://router"+wire.PathChatCompletions, nil)
+	// As from Serve's listener (clientServer): the request's context descends from r.flights.
+	g.req, _ = http.NewRequestWithContext(rt.flights, http.MethodPost, "http://router"+wire.PathChatCompletions, nil)
 	if stream {
 		g.req.Header.Set("x-bench-stream", "1")
 	}
