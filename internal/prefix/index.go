@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/bits"
 	"slices"
 )
 
@@ -102,6 +101,8 @@ type Index struct {
 	nodes  []node  // slab; free nodes are linked through next
 	free   int32   // head of the free list, nilNode if empty
 	used   int     // nodes in use
+	tailAt []int64 // by slot: its LRU tail's touch time (math.MaxInt64: none)
+	found  []int32 // Insert's scratch: the nodes of a prompt's held leading blocks
 
 	wide wideHolders // holders in slots >= 64 (wide.go)
 }
@@ -172,13 +173,15 @@ func (ix *Index) addSlot(id uint32) int32 {
 	if int(s) == len(ix.reps) {
 		ix.reps = append(ix.reps, rep{})
 	}
-	ix.reps[s] = rep{
-		id:    id,
-		live:  true,
-		head:  nilNode,
-		tail:  nilNode,
-		where: make(map[uint64]int32, min(int(ix.capBlocks), 1<<16)),
+	where := ix.reps[s].where // kept, empty, by Forget
+	if where == nil {
+		where = make(map[uint64]int32, min(int(ix.capBlocks), 1<<16))
 	}
+	ix.reps[s] = rep{id: id, live: true, head: nilNode, tail: nilNode, where: where}
+	if int(s) == len(ix.tailAt) {
+		ix.tailAt = append(ix.tailAt, 0)
+	}
+	ix.tailAt[s] = math.MaxInt64
 	ix.slotOf[id] = s + 1
 	return s
 }
@@ -210,35 +213,90 @@ func (ix *Index) InsertSalted(replica uint32, blocks []uint64, salt uint64, now 
 	}
 	r.newest = now
 	ix.expireSlot(s, now)
+	// The nodes of the leading blocks it holds, found by following its
+	// list (no map lookup): a conversation's next turn holds most of them.
+	if cap(ix.found) < len(blocks) {
+		ix.found = make([]int32, len(blocks))
+	}
+	found := ix.found[:len(blocks)]
+	held := ix.follow(s, blocks, salt, 0, found)
 	for i := len(blocks) - 1; i >= 0; i-- {
 		b := blocks[i] ^ salt
-		if n, ok := r.where[b]; ok {
+		n := int32(nilNode)
+		if i < held && ix.nodes[found[i]].slot == s && ix.nodes[found[i]].block == b {
+			n = found[i] // still held: no eviction of this Insert took it
+		} else if m, ok := r.where[b]; ok {
+			n = m
+		}
+		if n != nilNode {
 			ix.nodes[n].touched = now
 			ix.moveToFront(r, n)
 			continue
 		}
-		if r.count >= ix.capBlocks {
-			ix.remove(r.tail)
-		}
-		n := ix.alloc()
-		ix.nodes[n] = node{block: b, touched: now, prev: nilNode, next: r.head, slot: s}
-		if r.head != nilNode {
-			ix.nodes[r.head].prev = n
-		} else {
-			r.tail = n
-		}
-		r.head = n
-		r.count++
-		r.where[b] = n
-		e := ix.blocks[b]
-		e.holders++
-		if s < 64 {
-			e.mask |= 1 << uint(s)
-		} else {
-			ix.holdWide(&e, n)
-		}
-		ix.blocks[b] = e
+		ix.insertNew(s, b, now)
 	}
+	ix.syncTail(s)
+}
+
+// insertNew makes block b the most recently touched block of slot s, which
+// does not hold it, evicting the slot's least recently touched block at
+// capacity.
+func (ix *Index) insertNew(s int32, b uint64, now int64) {
+	r := &ix.reps[s]
+	if r.count >= ix.capBlocks {
+		ix.remove(r.tail)
+	}
+	n := ix.alloc()
+	ix.nodes[n] = node{block: b, touched: now, prev: nilNode, next: r.head, slot: s}
+	if r.head != nilNode {
+		ix.nodes[r.head].prev = n
+	} else {
+		r.tail = n
+	}
+	r.head = n
+	r.count++
+	r.where[b] = n
+	e := ix.blocks[b]
+	e.holders++
+	if s < 64 {
+		e.mask |= 1 << uint(s)
+	} else {
+		ix.holdWide(&e, n)
+	}
+	ix.blocks[b] = e
+}
+
+// follow returns the first i >= from such that slot s does not hold
+// blocks[i] (keyed with salt), the blocks before from being held. It follows
+// s's LRU list from each held block's node to the next, looking a block up in
+// s's map only where the list does not go on with it: Insert touches a
+// prompt's blocks last to first, so they lie in prompt order from the head,
+// and a conversation's next prompt repeats them. With found, it records
+// the node of each held block from from on.
+func (ix *Index) follow(s int32, blocks []uint64, salt uint64, from int, found []int32) int {
+	r := &ix.reps[s]
+	n := int32(nilNode)
+	for i := from; i < len(blocks); i++ {
+		b := blocks[i] ^ salt
+		if n != nilNode {
+			if c := ix.nodes[n].next; c != nilNode && ix.nodes[c].block == b {
+				n = c
+				if found != nil {
+					found[i] = n
+				}
+				continue
+			}
+		}
+		m, ok := r.where[b]
+		if !ok {
+			return i
+		}
+		n = m
+		if found != nil {
+			found[i] = n
+		}
+	}
+	return len(blocks)
 }
 
 // Evict drops blocks[from:] from replica: the replica reported it did not
@@ -276,7 +334,11 @@ func (ix *Index) Forget(replica uint32) {
 		ix.release(n)
 		n = next
 	}
-	ix.reps[s] = rep{head: nilNode, tail: nilNode}
+	// The emptied map is kept for the slot's next replica (the
+	// correction forgets a replica and inserts into it at once).
+	clear(r.where)
+	ix.reps[s] = rep{head: nilNode, tail: nilNode, where: r.where}
+	ix.tailAt[s] = math.MaxInt64
 	ix.slotOf[replica] = 0
 }
 
@@ -308,78 +370,11 @@ func (ix *Index) expireSlot(s int32, now int64) int {
 	cutoff := now - ix.cfg.TTL
 	r := &ix.reps[s]
 	dropped := 0
-	for r.tail != nilNode && ix.nodes[r.tail].touched < cutoff {
+	for ix.tailAt[s] < cutoff {
 		ix.remove(r.tail)
 		dropped++
 	}
 	return dropped
-}
-
-// Match fills out[i] with the number of leading blocks of a prompt that
-// replicas[i] holds: blocks[0..out[i]) are all held, unexpired at now, and
-// blocks[out[i]] is not. Unknown replicas hold nothing. out must be at least
-// as long as replicas. Match allocates nothing; it first drops the
-// candidates' expired blocks (invisible anyway; each block is dropped once),
-// so that it never has to check a block's age.
-func (ix *Index) Match(blocks []uint64, now int64, replicas []uint32, out []int32) {
-	ix.MatchSalted(blocks, 0, now, replicas, out)
-}
-
-// MatchSalted is Match for an adapter's prompt: it matches the blocks as
-// InsertSalted recorded them with the same salt (salt.go; salt 0 is Match),
-// so what was cached for another adapter or the base model does not match.
-// blocks is not modified; it allocates nothing.
-func (ix *Index) MatchSalted(blocks []uint64, salt uint64, now int64, replicas []uint32, out []int32) {
-	if len(out) < len(replicas) {
-		panic("prefix: Index.Match: out is shorter than replicas")
-	}
-	var fast uint64 // slots matched through the bitset
-	wide := ix.wide.begin(len(ix.reps))
-	for k, id := range replicas {
-		out[k] = 0
-		s := ix.slot(id)
-		if s < 0 || len(blocks) == 0 {
-			continue
-		}
-		// With its expired blocks gone, what a replica holds is exactly
-		// what it holds unexpired.
-		ix.expireSlot(s, now)
-		if s < 64 {
-			fast |= 1 << uint(s)
-			continue
-		}
-		wide.alive[(s-64)/64] |= 1 << uint((s-64)%64)
-		wide.any = true
-	}
-	if wide.any {
-		ix.matchWide(blocks, salt)
-		for k, id := range replicas {
-			if s := ix.slot(id); s >= 64 {
-				out[k] = wide.depth[s-64]
-			}
-		}
-	}
-	if fast == 0 {
-		return
-	}
-	var depth [64]int32
-	alive := fast
-	i := 0
-	for ; i < len(blocks) && alive != 0; i++ {
-		held := alive & ix.blocks[blocks[i]^salt].mask
-		for gone := alive &^ held; gone != 0; gone &= gone - 1 {
-			depth[bits.TrailingZeros64(gone)] = int32(i)
-		}
-		alive = held
-	}
-	for ; alive != 0; alive &= alive - 1 {
-		depth[bits.TrailingZeros64(alive)] = int32(len(blocks))
-	}
-	for k, id := range replicas {
-		if s := ix.slot(id); s >= 0 && s < 64 && fast&(1<<uint(s)) != 0 {
-			out[k] = depth[s]
-		}
-	}
 }
 
 // moveToFront makes n the most recently touched node of r.
@@ -414,6 +409,7 @@ func (ix *Index) remove(n int32) {
 		ix.nodes[nd.next].prev = nd.prev
 	} else {
 		r.tail = nd.prev
+		ix.syncTail(nd.slot)
 	}
 	r.count--
 	delete(r.where, nd.block)
@@ -453,9 +449,20 @@ func (ix *Index) alloc() int32 {
 
 var errTooManyNodes = errors.New("prefix: more than 2^31-1 (block, replica) pairs; lower capacity_tokens")
 
+// syncTail records slot s's tail's touch time in tailAt.
+func (ix *Index) syncTail(s int32) {
+	if t := ix.reps[s].tail; t != nilNode {
+		ix.tailAt[s] = ix.nodes[t].touched
+	} else {
+		ix.tailAt[s] = math.MaxInt64
+	}
+}
+
+// release frees node n; its slot -1 tells Insert's found nodes that it no
+// longer holds their block.
 func (ix *Index) release(n int32) {
 	ix.used--
-	ix.nodes[n] = node{next: ix.free, bprev: nilNode, bnext: nilNode}
+	ix.nodes[n] = node{next: ix.free, slot: -1, bprev: nilNode, bnext: nilNode}
 	ix.free = n
 }
 
@@ -496,6 +503,9 @@ func (ix *Index) Stats() Stats {
 	whereSlots := 0
 	for _, r := range ix.reps {
 		if !r.live {
+			if r.where != nil { // kept empty for the slot's next replica
+				whereSlots += min(int(ix.capBlocks), 1<<16)
+			}
 			continue
 		}
 		st.Replicas++
@@ -505,6 +515,7 @@ func (ix *Index) Stats() Stats {
 	slices.SortFunc(st.PerReplica, func(a, b ReplicaStats) int { return int(a.Replica) - int(b.Replica) })
 	st.Bytes = indexFixedBytes +
 		int64(cap(ix.nodes))*nodeBytes +
+		int64(cap(ix.tailAt))*8 + int64(cap(ix.found))*4 +
 		int64(len(ix.reps)+len(ix.slotOf))*repFixedBytes/2 +
 		int64(whereSlots)*whereSlotBytes*mapLoadNumer/mapLoadDenom +
 		int64(st.Blocks)*blockSlotBytes*mapLoadNumer/mapLoadDenom +
