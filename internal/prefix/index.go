@@ -74,12 +74,13 @@ func (c Config) Tokens(blocks int32) int64 { return int64(float64(blocks) * c.Bl
 // The only mutators of what replicas hold are Insert and Evict (plus Forget
 // and Expire, which drop whole replicas and expired blocks).
 //
-// Layout. One map from block hash to an entry holding a bitset of the
-// replicas (internal slots 0..63) that hold the block and a holder count;
-// per replica a map from block hash to its node, and an intrusive LRU list of
-// nodes (block, replica, last touch) in one slab with int32 links and a free
-// list, so memory is bounded by capacity and steady-state work allocates
-// nothing. Each replica gets the lowest free internal slot; the first 64 live
+// Layout. One map from block hash to an entry (in a slab) holding a bitset
+// of the replicas (internal slots 0..63) that hold the block and a holder
+// count; per replica a map from block hash to its node, and an intrusive LRU
+// list of nodes (block, its entry, replica, last touch) in one slab with
+// int32 links and a free list, so memory is bounded by capacity and
+// steady-state work allocates nothing; dropping a node reaches its entry
+// without a map lookup. Each replica gets the lowest free internal slot; the first 64 live
 // replicas get bits in the bitset.
 //
 // Match walks the prompt's blocks in order with the bitset of the candidate
@@ -95,14 +96,16 @@ type Index struct {
 	cfg       Config
 	capBlocks int32
 
-	blocks map[uint64]entry
-	slotOf []int32 // by replica id: slot+1, 0 when unknown
-	reps   []rep   // by slot
-	nodes  []node  // slab; free nodes are linked through next
-	free   int32   // head of the free list, nilNode if empty
-	used   int     // nodes in use
-	tailAt []int64 // by slot: its LRU tail's touch time (math.MaxInt64: none)
-	found  []int32 // Insert's scratch: the nodes of a prompt's held leading blocks
+	blocks  map[uint64]int32 // block hash → its entry in ents
+	ents    []entry          // slab; free entries are linked through over
+	entFree int32            // head of the entries' free list, +1 (0: empty)
+	slotOf  []int32          // by replica id: slot+1, 0 when unknown
+	reps    []rep            // by slot
+	nodes   []node           // slab; free nodes are linked through next
+	free    int32            // head of the free list, nilNode if empty
+	used    int              // nodes in use
+	tailAt  []int64          // by slot: its LRU tail's touch time (math.MaxInt64: none)
+	found   []int32          // Insert's scratch: the nodes of a prompt's held leading blocks
 
 	wide wideHolders // holders in slots >= 64 (wide.go)
 }
@@ -122,6 +125,7 @@ type node struct {
 	touched      int64
 	prev, next   int32 // LRU list of the slot (prev towards the head: more recent)
 	slot         int32
+	ent          int32 // the block's entry in ents
 	bprev, bnext int32 // the block's chain of holders in slots >= 64
 }
 
@@ -142,7 +146,7 @@ func New(cfg Config) (*Index, error) {
 	return &Index{
 		cfg:       cfg,
 		capBlocks: int32(cfg.CapacityBlocks()),
-		blocks:    make(map[uint64]entry),
+		blocks:    make(map[uint64]int32),
 		free:      nilNode,
 	}, nil
 }
@@ -256,14 +260,19 @@ func (ix *Index) insertNew(s int32, b uint64, now int64) {
 	r.head = n
 	r.count++
 	r.where[b] = n
-	e := ix.blocks[b]
+	ei, ok := ix.blocks[b]
+	if !ok {
+		ei = ix.allocEntry()
+		ix.blocks[b] = ei
+	}
+	ix.nodes[n].ent = ei
+	e := &ix.ents[ei]
 	e.holders++
 	if s < 64 {
 		e.mask |= 1 << uint(s)
 	} else {
-		ix.holdWide(&e, n)
+		ix.holdWide(e, n)
 	}
-	ix.blocks[b] = e
 }
 
 // follow returns the first i >= from such that slot s does not hold
@@ -419,18 +428,43 @@ func (ix *Index) remove(n int32) {
 
 // unhold removes slot s (its node n) from the holders of block b.
 func (ix *Index) unhold(b uint64, s int32, n int32) {
-	e := ix.blocks[b]
+	ei := ix.nodes[n].ent
+	e := &ix.ents[ei]
 	e.holders--
 	if s < 64 {
 		e.mask &^= 1 << uint(s)
 	} else {
-		ix.unholdWide(&e, n)
+		ix.unholdWide(e, n)
 	}
 	if e.holders <= 0 {
 		delete(ix.blocks, b)
-		return
+		ix.ents[ei] = entry{over: ix.entFree}
+		ix.entFree = ei + 1
 	}
-	ix.blocks[b] = e
+}
+
+// entry returns block b's entry (the zero entry, no holders, if none holds
+// it).
+func (ix *Index) entry(b uint64) entry {
+	if ei, ok := ix.blocks[b]; ok {
+		return ix.ents[ei]
+	}
+	return entry{}
+}
+
+// allocEntry returns a free entry (zero) of the slab.
+func (ix *Index) allocEntry() int32 {
+	if ix.entFree != 0 {
+		ei := ix.entFree - 1
+		ix.entFree = ix.ents[ei].over
+		ix.ents[ei].over = 0
+		return ei
+	}
+	if len(ix.ents) >= math.MaxInt32 {
+		panic(errTooManyNodes)
+	}
+	ix.ents = append(ix.ents, entry{})
+	return int32(len(ix.ents) - 1)
 }
 
 func (ix *Index) alloc() int32 {
@@ -481,13 +515,14 @@ type ReplicaStats struct {
 	Blocks  int
 }
 
-// Sizes behind Stats.Bytes: a node in the slab, a slot of the per-replica
-// map (uint64 → int32, padded) and of the block map (uint64 → entry), each
-// map slot with its control byte, at the Go map's 7/8 maximum load.
+// Sizes behind Stats.Bytes: a node in the slab, an entry in its slab, a slot
+// of the per-replica map and of the block map (both uint64 → int32, padded),
+// each map slot with its control byte, at the Go map's 7/8 maximum load.
 const (
 	nodeBytes       = 40
+	entryBytes      = 24
 	whereSlotBytes  = 16 + 1
-	blockSlotBytes  = 24 + 1
+	blockSlotBytes  = 16 + 1
 	mapLoadNumer    = 8
 	mapLoadDenom    = 7
 	repFixedBytes   = 64 // rep struct + slotOf entry + map header
@@ -514,7 +549,7 @@ func (ix *Index) Stats() Stats {
 	}
 	slices.SortFunc(st.PerReplica, func(a, b ReplicaStats) int { return int(a.Replica) - int(b.Replica) })
 	st.Bytes = indexFixedBytes +
-		int64(cap(ix.nodes))*nodeBytes +
+		int64(cap(ix.nodes))*nodeBytes + int64(cap(ix.ents))*entryBytes +
 		int64(cap(ix.tailAt))*8 + int64(cap(ix.found))*4 +
 		int64(len(ix.reps)+len(ix.slotOf))*repFixedBytes/2 +
 		int64(whereSlots)*whereSlotBytes*mapLoadNumer/mapLoadDenom +

@@ -86,7 +86,7 @@ func (ix *Index) MatchSalted(blocks []uint64, salt uint64, now int64, replicas [
 func (ix *Index) matchFast(blocks []uint64, salt uint64, alive uint64, depth *[64]int32) {
 	i := 0
 	for ; i < len(blocks) && bits.OnesCount64(alive) > followAt; i++ {
-		held := alive & ix.blocks[blocks[i]^salt].mask
+		held := alive & ix.entry(blocks[i]^salt).mask
 		for gone := alive &^ held; gone != 0; gone &= gone - 1 {
 			depth[bits.TrailingZeros64(gone)] = int32(i)
 		}
@@ -110,7 +110,7 @@ func (ix *Index) matchWide(blocks []uint64, salt uint64) {
 	}
 	i := 0
 	for ; i < len(blocks) && left > followAt; i++ {
-		e := ix.blocks[blocks[i]^salt]
+		e := ix.entry(blocks[i] ^ salt)
 		held := w.tmp
 		if e.hi != 0 {
 			held = w.mask(e.hi)
