@@ -84,14 +84,16 @@ func (c Config) Tokens(blocks int32) int64 { return int64(float64(blocks) * c.Bl
 // replicas get bits in the bitset.
 //
 // Match walks the prompt's blocks in order with the bitset of the candidate
-// replicas still matching and stops when it is empty: one map lookup per
-// matched block, whatever the number of replicas. Replicas in slots >= 64 are
-// matched the same way with a wider bitset, built per block from the
-// block's chain of such holders, or kept with the block while many hold it
-// (wide.go): the work per block is bounded by 64 chain steps or one word
-// per 64 replicas, never a lookup per replica. Expired blocks are always the tail of their replica's LRU
-// list (touch times only grow towards the head), so dropping them before a
-// lookup costs one comparison per candidate plus one step per dropped block.
+// replicas still matching: one map lookup per matched block, whatever the
+// number of replicas, until a few candidates are left, which then follow
+// their own lists (match.go). Replicas in slots >= 64 are matched the same
+// way with a wider bitset, built per block from the block's chain of such
+// holders, or kept with the block while many hold it (wide.go): the work per
+// block is bounded by 64 chain steps or one word per 64 replicas, never a
+// lookup per replica. Expired blocks are always the tail of their replica's
+// LRU list (touch times only grow towards the head), so dropping them before
+// a lookup costs one comparison per candidate (tailAt) plus one step per
+// dropped block.
 type Index struct {
 	cfg       Config
 	capBlocks int32
