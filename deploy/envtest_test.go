@@ -6,11 +6,7 @@ package deploy
 // with CI=true, where they fail.
 
 import (
-	"bufio"
 	"context"
-	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -26,121 +22,21 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/llm-ring/llm-ring/internal/discovery"
+	"github.com/llm-ring/llm-ring/internal/kubetest"
 	"github.com/llm-ring/llm-ring/internal/replicaset"
 )
 
-// One control plane for the whole package (each start costs seconds),
-// started by the first test that needs it and stopped by TestMain.
-var controlPlaneState struct {
-	once sync.Once
-	env  *envtest.Environment
-	cfg  *rest.Config
-	skip string // why there is no control plane, when the binaries are absent
-	err  error
-}
+// One control plane for the whole package, started by the first test that
+// needs it and stopped by TestMain.
+var plane kubetest.ControlPlane
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if env := controlPlaneState.env; env != nil {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "stopping envtest: %v\n", err)
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { plane.Main(m) }
 
 // controlPlane returns an admin configuration for the shared API server.
 // Missing binaries skip the test, or fail it when CI=true.
-func controlPlane(t *testing.T) *rest.Config {
-	t.Helper()
-	s := &controlPlaneState
-	s.once.Do(func() {
-		dir, skip, err := assetsDir()
-		if err != nil || skip != "" {
-			s.skip, s.err = skip, err
-			return
-		}
-		s.env = &envtest.Environment{
-			BinaryAssetsDirectory:    dir,
-			ControlPlaneStartTimeout: 2 * time.Minute, // slow CI machines
-			ControlPlaneStopTimeout:  time.Minute,
-		}
-		s.cfg, s.err = s.env.Start()
-		if s.err != nil {
-			s.env = nil
-		}
-	})
-	switch {
-	case s.skip != "" && os.Getenv("CI") == "true":
-		t.Fatalf("CI=true and %s", s.skip)
-	case s.skip != "":
-		t.Skip(s.skip)
-	case s.err != nil:
-		t.Fatalf("envtest: %v", s.err)
-	}
-	return rest.CopyConfig(s.cfg)
-}
-
-// assetsDir finds kube-apiserver and etcd: $KUBEBUILDER_ASSETS when set
-// (then they must be there), else the cache hack/envtest-assets.sh fills.
-func assetsDir() (dir, skip string, err error) {
-	has := func(d string) bool {
-		for _, bin := range []string{"kube-apiserver", "etcd"} {
-			if fi, err := os.Stat(filepath.Join(d, bin)); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-				return false
-			}
-		}
-		return true
-	}
-	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
-		if !has(d) {
-			return "", "", fmt.Errorf("KUBEBUILDER_ASSETS=%s holds no kube-apiserver and etcd binaries", d)
-		}
-		return d, "", nil
-	}
-	version, err := kubernetesVersion()
-	if err != nil {
-		return "", "", err
-	}
-	root := os.Getenv("LLM_RING_CACHE")
-	if root == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", "", err
-		}
-		root = filepath.Join(home, ".cache", "llm-ring")
-	}
-	d := filepath.Join(root, "envtest", version)
-	if !has(d) {
-		return "", fmt.Sprintf("no envtest binaries in %s: run `bash hack/envtest-assets.sh` (and export KUBEBUILDER_ASSETS)", d), nil
-	}
-	return d, "", nil
-}
-
-// kubernetesVersion reads the pinned k8s.io/kubernetes version ("1.37.2")
-// from the nested module hack/envtest-assets.sh builds kube-apiserver from.
-func kubernetesVersion() (string, error) {
-	const mod = "../hack/envtest/kube-apiserver/go.mod"
-	f, err := os.Open(mod)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 2 && fields[0] == "k8s.io/kubernetes" && strings.HasPrefix(fields[1], "v") {
-			return strings.TrimPrefix(fields[1], "v"), nil
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return "", err
-	}
-	return "", fmt.Errorf("%s: no k8s.io/kubernetes requirement", mod)
-}
+func controlPlane(t *testing.T) *rest.Config { return plane.Config(t) }
 
 // warnings collects the API server's warnings (deprecations, Pod Security
 // violations in "warn" mode).

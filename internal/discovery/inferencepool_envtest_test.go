@@ -7,15 +7,11 @@ package discovery
 // these tests skip, except with CI=true, where they fail.
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,101 +21,18 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/llm-ring/llm-ring/internal/kubetest"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
 )
 
-var envState struct {
-	once sync.Once
-	env  *envtest.Environment
-	cfg  *rest.Config
-	skip string
-	err  error
-}
+// One control plane for the package, with the InferencePool CRD installed.
+var plane = kubetest.ControlPlane{CRDs: []string{"deploy/k8s/overlays/epp/crds"}}
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if env := envState.env; env != nil {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "stopping envtest: %v\n", err)
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { plane.Main(m) }
 
-func apiServer(t *testing.T) *rest.Config {
-	t.Helper()
-	s := &envState
-	s.once.Do(func() {
-		dir, skip, err := envtestAssets()
-		if err != nil || skip != "" {
-			s.skip, s.err = skip, err
-			return
-		}
-		s.env = &envtest.Environment{
-			BinaryAssetsDirectory:    dir,
-			CRDDirectoryPaths:        []string{filepath.Join("..", "..", "deploy", "k8s", "overlays", "epp", "crds")},
-			ErrorIfCRDPathMissing:    true,
-			ControlPlaneStartTimeout: 2 * time.Minute,
-			ControlPlaneStopTimeout:  time.Minute,
-		}
-		if s.cfg, s.err = s.env.Start(); s.err != nil {
-			s.env = nil
-		}
-	})
-	switch {
-	case s.skip != "" && os.Getenv("CI") == "true":
-		t.Fatalf("CI=true and %s", s.skip)
-	case s.skip != "":
-		t.Skip(s.skip)
-	case s.err != nil:
-		t.Fatalf("envtest: %v", s.err)
-	}
-	return rest.CopyConfig(s.cfg)
-}
-
-// envtestAssets: $KUBEBUILDER_ASSETS, else the cache hack/envtest-assets.sh
-// fills for the Kubernetes version hack/envtest/kube-apiserver pins.
-func envtestAssets() (dir, skip string, err error) {
-	has := func(d string) bool {
-		for _, bin := range []string{"kube-apiserver", "etcd"} {
-			if fi, err := os.Stat(filepath.Join(d, bin)); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-				return false
-			}
-		}
-		return true
-	}
-	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
-		if !has(d) {
-			return "", "", fmt.Errorf("KUBEBUILDER_ASSETS=%s holds no kube-apiserver and etcd binaries", d)
-		}
-		return d, "", nil
-	}
-	f, err := os.Open("../../hack/envtest/kube-apiserver/go.mod")
-	if err != nil {
-		return "", "", err
-	}
-	defer f.Close()
-	version := ""
-	for sc := bufio.NewScanner(f); sc.Scan(); {
-		if fl := strings.Fields(sc.Text()); len(fl) >= 2 && fl[0] == "k8s.io/kubernetes" {
-			version = strings.TrimPrefix(fl[1], "v")
-		}
-	}
-	root := os.Getenv("LLM_RING_CACHE")
-	if root == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", "", err
-		}
-		root = filepath.Join(home, ".cache", "llm-ring")
-	}
-	d := filepath.Join(root, "envtest", version)
-	if version == "" || !has(d) {
-		return "", fmt.Sprintf("no envtest binaries in %s: run `bash hack/envtest-assets.sh`", d), nil
-	}
-	return d, "", nil
-}
+func apiServer(t *testing.T) *rest.Config { return plane.Config(t) }
 
 func inferencePool(ns, name string, ports ...int64) *unstructured.Unstructured {
 	tps := make([]any, len(ports))

@@ -19,6 +19,7 @@ import (
 	"github.com/llm-ring/llm-ring/internal/replica"
 	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/router"
+	"github.com/llm-ring/llm-ring/internal/strict"
 	"github.com/llm-ring/llm-ring/internal/traffic"
 )
 
@@ -348,32 +349,23 @@ func (e *embedded) stop(ctx context.Context, _ bool) error {
 }
 
 func (e *embedded) describe() map[string]any {
-	m := e.model
 	return map[string]any{
-		"router": toMap(e.cfg),
-		"replica": map[string]any{
-			"n_parallel":         m.NParallel,
-			"ctx_size":           m.CtxSize,
-			"n_batch":            m.NBatch,
-			"cache_ram_mib":      m.CacheRAMMiB,
-			"bytes_per_token":    m.BytesPerToken,
-			"step_overhead":      m.StepOverhead.String(),
-			"token_cost":         m.TokenCost.String(),
-			"attn_cost":          m.AttnCost.String(),
-			"preset":             e.spec.ReplicaPreset,
-			"api":                cmp.Or(e.spec.ReplicaAPI, replica.APILlamaCpp),
-			"prefill_token_cost": m.PrefillTokenCost.String(),
-			"prefill_attn_cost":  m.PrefillAttnCost.String(),
-			"prefill_overhead":   m.PrefillOverhead.String(),
-			"kv_tokens":          m.KVTokens,
-			"answer_min":         m.AnswerMin,
-			"answer_max":         m.AnswerMax,
-			"seed":               m.Seed,
-			"shared_cpu":         e.spec.SharedCPU,
-			"speeds":             e.spec.Profile.ReplicaSpeeds,
-		},
+		"router":       toMap(e.cfg),
+		"replica":      e.replicaRecord(),
 		"load_delay_s": e.spec.LoadDelay.Seconds(),
 	}
+}
+
+// replicaRecord is what the record says of the replicas: their model's keys
+// (the optional ones where set, as the simulator's run records write them),
+// its preset and HTTP face.
+func (e *embedded) replicaRecord() map[string]any {
+	out := strict.Fields(e.model)
+	out["preset"] = e.spec.ReplicaPreset
+	out["api"] = cmp.Or(e.spec.ReplicaAPI, replica.APILlamaCpp)
+	out["shared_cpu"] = e.spec.SharedCPU
+	out["speeds"] = e.spec.Profile.ReplicaSpeeds
+	return out
 }
 
 // toMap turns v into a JSON object (a map), through its JSON encoding.

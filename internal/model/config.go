@@ -11,37 +11,37 @@ import (
 // value is not valid; start from DefaultConfig.
 type Config struct {
 	// NParallel is the number of slots (llama.cpp --parallel).
-	NParallel int
+	NParallel int `json:"n_parallel"`
 	// CtxSize is the total context (llama.cpp --ctx-size); each slot gets
 	// CtxSize/NParallel tokens.
-	CtxSize int
+	CtxSize int `json:"ctx_size"`
 	// NBatch is the most tokens one step processes (llama.cpp --batch-size):
 	// one per generating slot plus prompt chunks.
-	NBatch int
+	NBatch int `json:"n_batch"`
 	// CacheRAMMiB is the size of the RAM prompt cache (llama.cpp
 	// --cache-ram); 0 disables it.
-	CacheRAMMiB int
+	CacheRAMMiB int `json:"cache_ram_mib"`
 	// BytesPerToken is the size of one token's KV state, which sizes the
 	// entries of the RAM prompt cache. Qwen2.5-0.5B with an f16 KV cache:
 	// 24 layers × 2 (K and V) × 2 KV heads × 64 dims × 2 bytes = 12 KiB.
-	BytesPerToken int
+	BytesPerToken int `json:"bytes_per_token"`
 
 	// The cost of one step (one llama_decode of a batch), in model time:
 	//   StepOverhead + Σ over the batch's tokens (TokenCost + AttnCost × position)
 	// where position is the token's position in its slot's context.
-	StepOverhead time.Duration
-	TokenCost    time.Duration
-	AttnCost     time.Duration
+	StepOverhead time.Duration `json:"step_overhead"`
+	TokenCost    time.Duration `json:"token_cost"`
+	AttnCost     time.Duration `json:"attn_cost"`
 
 	// AnswerMin and AnswerMax bound the natural length of an answer, in
 	// tokens: each prompt gets a length log-uniform in [AnswerMin, AnswerMax]
 	// chosen by (seed, prompt); n_predict and the context can cut it.
-	AnswerMin int
-	AnswerMax int
+	AnswerMin int `json:"answer_min"`
+	AnswerMax int `json:"answer_max"`
 
 	// Seed is the default seed of the generated answers; a request's own
 	// seed (if non-zero) replaces it.
-	Seed uint64
+	Seed uint64 `json:"seed"`
 
 	// The fields below describe a GPU engine (vLLM-like); their zero values
 	// keep the llama.cpp model above exactly as it was.
@@ -53,12 +53,12 @@ type Config struct {
 	// step's weight reads (StepOverhead), so the two cost differently.
 	//
 	// PrefillTokenCost is the cost of one prompt token (0: TokenCost).
-	PrefillTokenCost time.Duration
+	PrefillTokenCost time.Duration `json:"prefill_token_cost" cfg:"optional"`
 	// PrefillAttnCost is the attention cost of one prompt token per earlier
 	// position (0: AttnCost).
-	PrefillAttnCost time.Duration
+	PrefillAttnCost time.Duration `json:"prefill_attn_cost" cfg:"optional"`
 	// PrefillOverhead is added once per prompt chunk in a step (0: none).
-	PrefillOverhead time.Duration
+	PrefillOverhead time.Duration `json:"prefill_overhead" cfg:"optional"`
 	// KVTokens, if set, is a KV pool shared by the slots, in tokens (vLLM's
 	// paged KV cache): a request is admitted only when its prompt and its
 	// whole answer fit beside the running requests' reservations; idle
@@ -66,7 +66,7 @@ type Config struct {
 	// first, to make room. 0: no shared pool (each slot has its context).
 	// It must hold at least one slot's context, as vLLM requires the
 	// maximum model length to fit in its KV cache.
-	KVTokens int
+	KVTokens int `json:"kv_tokens" cfg:"optional"`
 
 	// Engine is the engine modelled: "" or EngineLlamaCpp (slots, the
 	// model above), EngineVLLM or EngineSGLang (a paged KV pool of
@@ -74,14 +74,14 @@ type Config struct {
 	// requests — max_num_seqs — with NBatch as max_num_batched_tokens and
 	// SlotContext as max_model_len; CacheRAMMiB is not used). See
 	// docs/engines.md.
-	Engine string
+	Engine string `json:"engine" cfg:"optional"`
 	// BlockSize is the paged pool's block size in tokens (vLLM
 	// --block-size, default 16; SGLang --page-size, default 1); 0: the
 	// engine's default.
-	BlockSize int
+	BlockSize int `json:"block_size" cfg:"optional"`
 	// SchedulePolicy is SGLang's --schedule-policy: PolicyFCFS (the
 	// default, "") or PolicyLPM.
-	SchedulePolicy string
+	SchedulePolicy string `json:"schedule_policy" cfg:"optional"`
 	// MaxLoras is the number of LoRA adapter slots of a paged engine
 	// (vLLM --max-loras, SGLang --max-loras-per-batch): at most MaxLoras
 	// distinct adapters have running requests at once; a request whose
@@ -91,7 +91,7 @@ type Config struct {
 	// requests. 0: adapters are not modelled (free and unlimited; the
 	// default). Engine llamacpp must leave it 0 (llama.cpp loads every
 	// --lora adapter at start). See docs/engines.md.
-	MaxLoras int
+	MaxLoras int `json:"max_loras" cfg:"optional"`
 	// AdapterLoad is the model time one adapter load adds to the step
 	// that first runs its request (the load runs before the step's
 	// forward pass, as vLLM's worker activates adapters; every request of

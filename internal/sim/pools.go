@@ -11,6 +11,7 @@ import (
 	"github.com/llm-ring/llm-ring/internal/pool"
 	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/state"
+	"github.com/llm-ring/llm-ring/internal/strict"
 	"github.com/llm-ring/llm-ring/internal/traffic"
 )
 
@@ -236,9 +237,9 @@ func poolsConfig(p *Pools) map[string]any {
 		for k, m := range r.Models {
 			names[k] = m.Name
 		}
-		m := r.Model
-		fleet[i] = map[string]any{"name": ReplicaName(i), "models": names, "engine": m.Engine,
-			"n_parallel": m.NParallel, "kv_tokens": m.KVTokens, "max_loras": m.MaxLoras, "adapter_load": m.AdapterLoad.String()}
+		rec := strict.Fields(r.Model)
+		rec["name"], rec["models"] = ReplicaName(i), names
+		fleet[i] = rec
 	}
 	return map[string]any{"fleet": fleet, "adapter_affinity": p.AdapterAffinity, "default": p.Config.Default,
 		"adapters_configured": len(p.Config.Adapters)}

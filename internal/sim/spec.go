@@ -253,24 +253,26 @@ func NewPolicy(name string, r *config.Router) (policy.Policy, error) {
 	return policy.New(base, s)
 }
 
+// replicaConfig is what a run's JSON records of its replicas' model: every
+// key a model has, and the optional ones (a GPU engine's) where they are set,
+// so a llama.cpp run's file stays as it was.
+func replicaConfig(m model.Config, sharedCPU bool) map[string]any {
+	out := strict.Fields(m)
+	out["shared_cpu"] = sharedCPU
+	return out
+}
+
 // runConfig is the free-form configuration recorded in a run's JSON: what a
 // reader needs to rerun it.
 func runConfig(s *Spec) map[string]any {
 	_, set, _ := Settings(s.Policy, &s.Router) // validated
-	m := s.Model
 	prof := s.Profile
 	out := map[string]any{
 		"engine": "llm-ring sim (discrete-event, virtual time)",
 		// The profile's required keys, named and valued as its file gives them
 		// (the optional ones are left out: earlier runs' files stay the same).
 		"profile": strict.Required(prof),
-		"replica": map[string]any{
-			"n_parallel": m.NParallel, "ctx_size": m.CtxSize, "n_batch": m.NBatch,
-			"cache_ram_mib": m.CacheRAMMiB, "bytes_per_token": m.BytesPerToken,
-			"step_overhead": m.StepOverhead.String(), "token_cost": m.TokenCost.String(),
-			"attn_cost": m.AttnCost.String(), "answer_min": m.AnswerMin, "answer_max": m.AnswerMax,
-			"seed": m.Seed, "shared_cpu": s.SharedCPU,
-		},
+		"replica": replicaConfig(s.Model, s.SharedCPU),
 		"router": map[string]any{
 			"policy": s.Policy, "settings": policy.SettingsMap(set), "virtual_nodes": s.Router.VirtualNodes,
 			// As the router's configuration names them (a config.Duration is

@@ -18,6 +18,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"sigs.k8s.io/yaml"
 )
@@ -184,18 +185,34 @@ func (w walker) fields(m map[string]any, t reflect.Type, path string) (map[strin
 // Required returns the keys of struct s that every document must give
 // (fields tagged cfg:"optional" or cfg:"mode=X" left out), by their JSON
 // names, with s's values: what a record writes of a decoded document, named
-// as the document names it. s is a struct value; any other kind panics.
-func Required(s any) map[string]any {
+// as the document names it. A time.Duration is written as its String
+// ("19ms"), as a document gives one. s is a struct value; any other kind
+// panics.
+func Required(s any) map[string]any { return record(s, false) }
+
+// Fields is Required with the optional fields that are set (not their zero
+// value, which a document may leave out): a record of all a run was
+// configured with that stays the same when a newer optional key is unset.
+func Fields(s any) map[string]any { return record(s, true) }
+
+func record(s any, optional bool) map[string]any {
 	v := reflect.ValueOf(s)
 	t := v.Type()
 	out := make(map[string]any, t.NumField())
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "" || name == "-" || f.Tag.Get("cfg") != "" {
+		if name == "" || name == "-" {
 			continue
 		}
-		out[name] = v.Field(i).Interface()
+		if f.Tag.Get("cfg") != "" && (!optional || v.Field(i).IsZero()) {
+			continue
+		}
+		val := v.Field(i).Interface()
+		if d, ok := val.(time.Duration); ok {
+			val = d.String()
+		}
+		out[name] = val
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 type inner struct {
@@ -70,10 +71,18 @@ func TestRequired(t *testing.T) {
 		Peers int     `json:"peers" cfg:"mode=static"`
 		Skip  int     `json:"-"`
 		Bare  int
+		Step  time.Duration `json:"step"`
 	}
-	got := Required(doc{Name: "a", Share: 0.5, Note: "n", Peers: 2, Skip: 3, Bare: 4})
-	want := map[string]any{"name": "a", "share": 0.5}
+	d := doc{Name: "a", Share: 0.5, Note: "n", Peers: 2, Skip: 3, Bare: 4, Step: 12700 * time.Microsecond}
+	got := Required(d)
+	want := map[string]any{"name": "a", "share": 0.5, "step": "12.7ms"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Required = %v, want %v", got, want)
+	}
+	d.Peers = 0 // an unset optional key is left out
+	got = Fields(d)
+	want["note"] = "n"
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Fields = %v, want %v", got, want)
 	}
 }
