@@ -37,7 +37,7 @@ func defineAdmissionFlags(fs *flag.FlagSet) *admissionFlags {
 	}
 	fs.Var(&a.set, "admission-set", "with --admission: KEY=VALUE, repeatable: queue_capacity, queue_threshold, "+
 		"kv_threshold, token_capacity, limit, max_wait and service_floor (durations), order (fcfs|edf), shed_status (429|503), "+
-		"min_share=BAND:SHARE and flow_weight=FLOW:WEIGHT (repeatable), tokens_per_minute (every flow's budget), service_quantile")
+		"min_share=BAND:SHARE, band_limit=BAND:LIMIT and flow_weight=FLOW:WEIGHT (repeatable), tokens_per_minute (every flow's budget), service_quantile")
 	return a
 }
 
@@ -112,10 +112,10 @@ func setAdmission(st *admission.Settings, kv string) error {
 		st.ServiceFloorNs = int64(d)
 	case "order":
 		st.Order = v
-	case "min_share", "flow_weight": // BAND:SHARE, FLOW:WEIGHT (repeatable)
+	case "min_share", "band_limit", "flow_weight": // BAND:SHARE, BAND:LIMIT, FLOW:WEIGHT (repeatable)
 		return setAdmissionMap(st, k, v)
 	default:
-		return fmt.Errorf("unknown key %q (want queue_capacity, queue_threshold, kv_threshold, limit, token_capacity, max_wait, service_floor, order, shed_status, min_share, flow_weight, tokens_per_minute or service_quantile)", k)
+		return fmt.Errorf("unknown key %q (want queue_capacity, queue_threshold, kv_threshold, limit, token_capacity, max_wait, service_floor, order, shed_status, min_share, band_limit, flow_weight, tokens_per_minute or service_quantile)", k)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %q is not a valid value", k, v)
@@ -123,8 +123,8 @@ func setAdmission(st *admission.Settings, kv string) error {
 	return nil
 }
 
-// setAdmissionMap sets one entry of st's MinShare (v = BAND:SHARE) or
-// FlowWeights (v = FLOW:WEIGHT); ranges are checked by Settings.Validate.
+// setAdmissionMap sets one entry of st's MinShare (v = BAND:SHARE),
+// BandLimits (v = BAND:LIMIT) or FlowWeights (v = FLOW:WEIGHT); ranges are checked by Settings.Validate.
 func setAdmissionMap(st *admission.Settings, k, v string) error {
 	name, val, ok := strings.Cut(v, ":")
 	x, err := strconv.ParseFloat(val, 64)
@@ -140,11 +140,15 @@ func setAdmissionMap(st *admission.Settings, k, v string) error {
 	}
 	band, err := strconv.Atoi(name)
 	if err != nil {
-		return fmt.Errorf("min_share: band %q is not an integer", name)
+		return fmt.Errorf("%s: band %q is not an integer", k, name)
 	}
-	if st.MinShare == nil {
-		st.MinShare = map[int]float64{}
+	m := &st.MinShare
+	if k == "band_limit" {
+		m = &st.BandLimits
 	}
-	st.MinShare[band] = x
+	if *m == nil {
+		*m = map[int]float64{}
+	}
+	(*m)[band] = x
 	return nil
 }

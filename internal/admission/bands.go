@@ -11,11 +11,49 @@ func (c *Controller) admit(it *Item, now int64) {
 // the queue and the window of recent dispatch bands.
 func (c *Controller) recordDispatch(priority int, now int64) {
 	c.pace(now)
+	c.noteBand(priority)
+}
+
+// noteBand records an admission of band priority in the window of recent
+// admissions while requests wait (min-share accounting).
+func (c *Controller) noteBand(priority int) {
 	c.recent[c.recentPos] = priority
 	c.recentPos = (c.recentPos + 1) % shareWindow
 	if c.recentN < shareWindow {
 		c.recentN++
 	}
+}
+
+// LimitOf is the pool score at which band p counts as saturated: the least
+// of Limit and the BandLimits of p and of every band above it (so a lower
+// band's limit is never above a higher one's).
+func (c *Controller) LimitOf(p int) float64 {
+	l := c.s.Limit
+	for _, bl := range c.limits {
+		if bl.priority < p {
+			break
+		}
+		l = min(l, bl.limit)
+	}
+	return l
+}
+
+// atOnce reports whether a request of band p may skip the queue at score:
+// below its band's limit, with nobody waiting of its band or above, and no
+// lower band due its minimum share.
+func (c *Controller) atOnce(p int, score float64) bool {
+	if score >= c.LimitOf(p) {
+		return false
+	}
+	for _, b := range c.bands {
+		if b.n == 0 {
+			continue
+		}
+		if b.priority >= p || c.shortfall(b) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // expectedWait estimates how long a request of band p and flow fl joining
@@ -79,10 +117,12 @@ func (c *Controller) pace(now int64) {
 	c.lastAt = now
 }
 
-// nextBand is the band to serve: the highest with requests waiting, unless
-// a lower band with a guaranteed share has had less than it over the last
-// dispatches (then the one furthest below its share).
-func (c *Controller) nextBand() *band {
+// nextBand is the band to serve at score: the highest with requests
+// waiting, if score is below its limit, unless a lower band with a
+// guaranteed share has had less than it over the last admissions (then the
+// one furthest below its share, while score is below Limit); nil: none may
+// go.
+func (c *Controller) nextBand(score float64) *band {
 	var top, starved *band
 	worst := 0.0
 	for _, b := range c.bands {
@@ -93,26 +133,33 @@ func (c *Controller) nextBand() *band {
 			top = b
 			continue
 		}
-		share := c.s.MinShare[b.priority]
-		if share <= 0 {
-			continue
-		}
-		got := 0
-		for i := 0; i < c.recentN; i++ {
-			if c.recent[i] == b.priority {
-				got++
-			}
-		}
-		// Below its share of the recent dispatches: it is due.
-		due := share*float64(c.recentN) - float64(got)
-		if due > 0 && (starved == nil || due > worst) {
+		if due := c.shortfall(b); due > 0 && (starved == nil || due > worst) {
 			starved, worst = b, due
 		}
 	}
-	if starved != nil {
+	switch {
+	case starved != nil && score < c.s.Limit:
 		return starved
+	case top != nil && score < c.LimitOf(top.priority):
+		return top
 	}
-	return top
+	return nil
+}
+
+// shortfall is how many admissions band b is short of its minimum share over the
+// recent window (≤ 0: none).
+func (c *Controller) shortfall(b *band) float64 {
+	share := c.s.MinShare[b.priority]
+	if share <= 0 {
+		return 0
+	}
+	got := 0
+	for i := 0; i < c.recentN; i++ {
+		if c.recent[i] == b.priority {
+			got++
+		}
+	}
+	return share*float64(c.recentN) - float64(got)
 }
 
 // push adds it to its band and flow.

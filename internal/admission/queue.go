@@ -1,6 +1,9 @@
 package admission
 
-import "sort"
+import (
+	"math"
+	"sort"
+)
 
 // Item is one request as admission sees it.
 type Item struct {
@@ -82,6 +85,12 @@ type Controller struct {
 	interval float64
 	lastAt   int64
 	times    serviceTimes // recent dispatch-to-first-token times (ServiceQuantile)
+	limits   []bandLimit  // Settings.BandLimits, highest band first
+}
+
+type bandLimit struct {
+	priority int
+	limit    float64
 }
 
 const shareWindow = 128
@@ -117,7 +126,12 @@ func New(s Settings) *Controller { return NewShared(s, NewBudgets(&s)) }
 // flow's across pools). b is used under the same serialisation as the
 // controllers.
 func NewShared(s Settings, b *Budgets) *Controller {
-	return &Controller{s: s, budgets: b, byID: map[uint64]*entry{}}
+	c := &Controller{s: s, budgets: b, byID: map[uint64]*entry{}}
+	bands := sortedBands(s.BandLimits)
+	for i := len(bands) - 1; i >= 0; i-- {
+		c.limits = append(c.limits, bandLimit{bands[i], s.BandLimits[bands[i]]})
+	}
+	return c
 }
 
 // Settings returns the controller's settings.
@@ -140,10 +154,27 @@ func (c *Controller) BandLen() (priorities []int, lens []int) {
 	return priorities, lens
 }
 
-// Offer decides for a new request, given whether the pool is saturated.
-// When the new request displaces a waiting one, that one is returned with
-// ok: the driver answers it as shed (reason Displaced).
+// Offer is OfferScore for a pool that is saturated for every band, or for
+// none.
 func (c *Controller) Offer(it Item, now int64, saturated bool) (v Verdict, displaced Item, ok bool) {
+	return c.OfferScore(it, now, boolScore(saturated))
+}
+
+// boolScore is a pool score above every limit (saturated) or below all.
+func boolScore(saturated bool) float64 {
+	if saturated {
+		return math.Inf(1)
+	}
+	return 0
+}
+
+// OfferScore decides for a new request, given the pool's saturation score
+// (PoolScore). It is admitted at once when the score is below its band's
+// limit (LimitOf) and nobody waits who would go before it: no request of
+// its band or a higher one, no lower band due its minimum share. When the
+// new request displaces a waiting one, that one is returned with ok: the
+// driver answers it as shed (reason Displaced).
+func (c *Controller) OfferScore(it Item, now int64, score float64) (v Verdict, displaced Item, ok bool) {
 	if !c.s.Enabled {
 		return Verdict{Outcome: Admitted}, Item{}, false
 	}
@@ -154,7 +185,10 @@ func (c *Controller) Offer(it Item, now int64, saturated bool) (v Verdict, displ
 	if it.Deadline > 0 && now+c.service(&it) > it.Deadline {
 		return Verdict{Outcome: Shed, Reason: Deadline}, Item{}, false
 	}
-	if !saturated && c.n == 0 {
+	if c.atOnce(it.Priority, score) {
+		if c.n > 0 { // someone (of a lower band) waits: a share counts
+			c.noteBand(it.Priority)
+		}
 		c.admit(&it, now)
 		c.pace(now)
 		return Verdict{Outcome: Admitted}, Item{}, false
@@ -228,15 +262,26 @@ func (c *Controller) victim(it *Item, now int64) *entry {
 	return pick
 }
 
-// Dispatch hands back the next waiting request to route, if the pool is not
-// saturated. The driver calls it whenever capacity may have freed (an answer
-// ended, a report came in, a replica joined) and after each dispatch, until
-// it returns false.
+// Dispatch is DispatchScore for a pool that is saturated for every band, or
+// for none.
 func (c *Controller) Dispatch(now int64, saturated bool) (Item, bool) {
-	if saturated || c.n == 0 {
+	return c.DispatchScore(now, boolScore(saturated))
+}
+
+// DispatchScore hands back the next waiting request to route, given the
+// pool's saturation score: from the highest band with requests waiting, if
+// the score is below that band's limit, unless a lower band is due its
+// minimum share (then it goes, while the score is below Limit). The driver
+// calls it whenever capacity may have freed (an answer ended, a report came
+// in, a replica joined) and after each dispatch, until it returns false.
+func (c *Controller) DispatchScore(now int64, score float64) (Item, bool) {
+	if c.n == 0 {
 		return Item{}, false
 	}
-	b := c.nextBand()
+	b := c.nextBand(score)
+	if b == nil {
+		return Item{}, false
+	}
 	f := b.active[0]
 	for _, g := range b.active[1:] {
 		if g.tag < f.tag || (g.tag == f.tag && g.order < f.order) {

@@ -62,6 +62,15 @@ type Settings struct {
 	// too (0, the default: strict priority, a lower band waits as long as a
 	// higher one has anything queued). Shares sum to at most 0.5.
 	MinShare map[int]float64 `json:"min_share"`
+	// BandLimits maps a priority band to the pool score at which that band
+	// counts as saturated (headroom): a band is admitted only while the
+	// pool's score is below the least of Limit and the limits of it and
+	// every band above it, so the capacity between a lower band's limit and
+	// Limit is held back for the bands above (GIE flow control's priority
+	// bands; Dynamo's busy thresholds). A band below its MinShare may still
+	// use the capacity up to Limit. Empty (the default): every band up to
+	// Limit.
+	BandLimits map[int]float64 `json:"band_limits"`
 	// FlowWeights weights the fair share of a flow within its band; a flow
 	// not listed weighs 1 (all equal: round robin).
 	FlowWeights map[string]float64 `json:"flow_weights"`
@@ -118,6 +127,10 @@ func (s *Settings) Validate() error {
 		sum += v
 	}
 	check(sum <= 0.5, "min_share: shares sum to %v, more than 0.5", sum)
+	for _, b := range sortedBands(s.BandLimits) {
+		v := s.BandLimits[b]
+		check(v > 0 && v <= s.Limit, "band_limits[%d]: must be in (0, limit %v], got %v", b, s.Limit, v)
+	}
 	for _, f := range sortedKeys(s.FlowWeights) {
 		w := s.FlowWeights[f]
 		check(w > 0 && !math.IsInf(w, 0), "flow_weights[%q]: must be > 0, got %v", f, w)

@@ -23,6 +23,7 @@ import (
 //	  shed_status: 429           # 429 (with Retry-After) or 503
 //	  objectives: {interactive: 10, batch: -10}   # x-gateway-inference-objective → priority
 //	  min_share: {"-10": 0.05}   # a band's guaranteed share of dispatches while it waits
+//	  band_limits: {"0": 0.6}    # pool score at which band 0 (and below) counts as saturated: headroom for the bands above
 //	  flow_weights: {gold: 3}    # x-gateway-inference-fairness-id → weight within its band
 //	  tokens_per_minute: 0       # per flow; 0: no budget
 type Admission struct {
@@ -38,6 +39,7 @@ type Admission struct {
 	Order               string             `json:"order" cfg:"optional"`
 	ShedStatus          int                `json:"shed_status" cfg:"optional"`
 	MinShare            map[string]float64 `json:"min_share" cfg:"optional"`
+	BandLimits          map[string]float64 `json:"band_limits" cfg:"optional"`
 	FlowWeights         map[string]float64 `json:"flow_weights" cfg:"optional"`
 	TokensPerMinute     int64              `json:"tokens_per_minute" cfg:"optional"`
 	FlowTokensPerMinute map[string]int64   `json:"flow_tokens_per_minute" cfg:"optional"`
@@ -125,22 +127,36 @@ func (a Admission) Settings() (admission.Settings, error) {
 	}
 	s.TokenCapacity, s.QueueBytes = a.TokenCapacity, a.QueueBytes
 	s.TokensPerMinute, s.FlowTokensPerMinute, s.FlowWeights = a.TokensPerMinute, a.FlowTokensPerMinute, a.FlowWeights
-	if len(a.MinShare) > 0 {
-		s.MinShare = map[int]float64{}
-		keys := make([]string, 0, len(a.MinShare))
-		for k := range a.MinShare {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			p, err := strconv.Atoi(strings.TrimSpace(k))
-			if err != nil {
-				return s, fmt.Errorf("admission.min_share: key %q is not a priority (an integer)", k)
-			}
-			s.MinShare[p] = a.MinShare[k]
-		}
+	var err error
+	if s.MinShare, err = byBand("min_share", a.MinShare); err != nil {
+		return s, err
+	}
+	if s.BandLimits, err = byBand("band_limits", a.BandLimits); err != nil {
+		return s, err
 	}
 	return s, nil
+}
+
+// byBand reads a map keyed by priority (YAML keys are strings); nil when
+// empty.
+func byBand(key string, m map[string]float64) (map[int]float64, error) {
+	if len(m) == 0 {
+		return nil, nil
+	}
+	out := map[int]float64{}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		p, err := strconv.Atoi(strings.TrimSpace(k))
+		if err != nil {
+			return nil, fmt.Errorf("admission.%s: key %q is not a priority (an integer)", key, k)
+		}
+		out[p] = m[k]
+	}
+	return out, nil
 }
 
 // Validate checks the block.

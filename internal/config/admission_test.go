@@ -25,6 +25,7 @@ func TestAdmissionBlock(t *testing.T) {
   shed_status: 503
   objectives: {interactive: 10, batch: -10}
   min_share: {"-10": 0.05}
+  band_limits: {"0": 0.6}
   flow_weights: {gold: 3}
   tokens_per_minute: 100000
   flow_tokens_per_minute: {vip: 0}
@@ -40,7 +41,7 @@ func TestAdmissionBlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !s.Enabled || s.QueueCapacity != 0 || s.MaxWaitNs != int64(5*time.Second) || s.Order != "edf" ||
-		s.MinShare[-10] != 0.05 || s.ServiceFloorNs != int64(500*time.Millisecond) || s.FlowWeights["gold"] != 3 || s.TokensPerMinute != 100000 || s.QueueThreshold != 5 {
+		s.MinShare[-10] != 0.05 || s.BandLimits[0] != 0.6 || s.ServiceFloorNs != int64(500*time.Millisecond) || s.FlowWeights["gold"] != 3 || s.TokensPerMinute != 100000 || s.QueueThreshold != 5 {
 		t.Fatalf("settings %+v", s)
 	}
 	if c.Admission.Status() != 503 || c.Admission.Objectives["batch"] != -10 {
@@ -62,14 +63,16 @@ func TestAdmissionBlock(t *testing.T) {
 
 func TestAdmissionErrorsNameTheKey(t *testing.T) {
 	for block, want := range map[string]string{
-		"admission:\n  shed_status: 418\n":         "admission.shed_status: must be 429 or 503",
-		"admission:\n  order: lifo\n":              `admission.order: must be "fcfs" or "edf"`,
-		"admission:\n  min_share: {high: 0.1}\n":   `admission.min_share: key "high" is not a priority`,
-		"admission:\n  kv_threshold: 2\n":          "admission.kv_threshold: must be in (0, 1]",
-		"admission:\n  queue_capacity: -1\n":       "admission.queue_capacity: must be ≥ 0",
-		"admission:\n  bogus: 1\n":                 "admission.bogus",
-		"admission:\n  flow_weights: {free: -1}\n": `admission.flow_weights["free"]: must be > 0`,
-		"admission:\n  default_slo_ttft: -1s\n":    "admission.default_slo_ttft: must be ≥ 0",
+		"admission:\n  shed_status: 418\n":          "admission.shed_status: must be 429 or 503",
+		"admission:\n  order: lifo\n":               `admission.order: must be "fcfs" or "edf"`,
+		"admission:\n  min_share: {high: 0.1}\n":    `admission.min_share: key "high" is not a priority`,
+		"admission:\n  kv_threshold: 2\n":           "admission.kv_threshold: must be in (0, 1]",
+		"admission:\n  band_limits: {top: 0.5}\n":   `admission.band_limits: key "top" is not a priority`,
+		"admission:\n  band_limits: {\"0\": 1.5}\n": "admission.band_limits[0]: must be in (0, limit 1]",
+		"admission:\n  queue_capacity: -1\n":        "admission.queue_capacity: must be ≥ 0",
+		"admission:\n  bogus: 1\n":                  "admission.bogus",
+		"admission:\n  flow_weights: {free: -1}\n":  `admission.flow_weights["free"]: must be > 0`,
+		"admission:\n  default_slo_ttft: -1s\n":     "admission.default_slo_ttft: must be ≥ 0",
 	} {
 		_, err := withAdmission(t, block)
 		if err == nil || !strings.Contains(err.Error(), want) {

@@ -146,12 +146,12 @@ func (a *admitter) service(p *admPool, f *flight, now int64) int64 {
 	}))
 }
 
-// saturated reads the pool's score from its table (a.mu held).
-func (a *admitter) saturated(p *admPool, now int64) bool {
+// score reads the pool's saturation score from its table (a.mu held).
+func (a *admitter) score(p *admPool, now int64) float64 {
 	s := p.c.Settings()
 	score := p.table.LoadView(now, func(v *policy.View) float64 { return admission.PoolScore(v, s, p.pending) })
 	a.saturation.Set(score)
-	return score >= s.Limit
+	return score
 }
 
 // admit decides for one proxied request, on its pool's table
@@ -179,7 +179,7 @@ func (a *admitter) decide(ctx context.Context, h http.Header, f *flight, table *
 	if it.Deadline > 0 {
 		it.Service = a.service(p, f, now)
 	}
-	v, out, displaced := p.c.Offer(it, now, a.saturated(p, now))
+	v, out, displaced := p.c.OfferScore(it, now, a.score(p, now))
 	var ch chan admission.Verdict
 	if v.Outcome == admission.Queued {
 		ch = make(chan admission.Verdict, 1)
@@ -292,7 +292,7 @@ func (a *admitter) kick(p *admPool) {
 		a.tell(it.ID, admission.Verdict{Outcome: admission.Shed, Reason: r})
 	})
 	for p.c.Len() > 0 {
-		it, ok := p.c.Dispatch(now, a.saturated(p, now))
+		it, ok := p.c.DispatchScore(now, a.score(p, now))
 		if !ok {
 			break
 		}

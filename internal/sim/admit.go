@@ -173,11 +173,10 @@ func (s *sim) admAnswered(us *user, res *model.Result, at time.Duration) {
 	}
 }
 
-// saturated reads the pool's saturation from router 0's table at now.
-func (s *sim) saturated() bool {
+// score reads the pool's saturation score from router 0's table at now.
+func (s *sim) score() float64 {
 	st := s.adm.c.Settings()
-	score := s.tables[0].LoadView(int64(s.now), func(v *policy.View) float64 { return admission.PoolScore(v, st, 0) })
-	return score >= st.Limit
+	return s.tables[0].LoadView(int64(s.now), func(v *policy.View) float64 { return admission.PoolScore(v, st, 0) })
 }
 
 // offer puts user u's request, ready to route, to admission.
@@ -197,7 +196,7 @@ func (s *sim) offer(u int32) error {
 		}
 	}
 	us.tokens = it.Tokens
-	v, out, displaced := a.c.Offer(it, now, s.saturated())
+	v, out, displaced := a.c.OfferScore(it, now, s.score())
 	if displaced {
 		if err := s.shed(int32(out.ID), admission.Displaced); err != nil {
 			return err
@@ -245,7 +244,7 @@ func (s *sim) admitStep() error {
 		return err
 	}
 	for a.c.Len() > 0 {
-		it, ok := a.c.Dispatch(now, s.saturated())
+		it, ok := a.c.DispatchScore(now, s.score())
 		if !ok {
 			break
 		}
@@ -304,7 +303,7 @@ func admConfig(a *Admission) map[string]any {
 		"service_floor": time.Duration(st.ServiceFloorNs).String(),
 		"order":         st.Order, "slo_ttft": a.SLOTTFT.String(), "high_share": a.HighShare, "high_priority": a.HighPriority,
 		"tenants": a.Tenants, "flood_share": a.FloodShare, "shed_status": a.status(),
-		"min_share": st.MinShare, "flow_weights": st.FlowWeights, "tokens_per_minute": st.TokensPerMinute,
+		"min_share": st.MinShare, "band_limits": st.BandLimits, "flow_weights": st.FlowWeights, "tokens_per_minute": st.TokensPerMinute,
 		"service_quantile": st.ServiceQuantile,
 	}
 }

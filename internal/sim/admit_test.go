@@ -254,3 +254,31 @@ func TestAdmissionShedStatus(t *testing.T) {
 		t.Errorf("ShedStatus 500: %v, want an error naming shed_status", err)
 	}
 }
+
+// TestAdmissionBandLimits: one replica, queue_threshold 2, so the score is
+// (in flight − 1) / 2. c0, c1 (band 0) are admitted at 0; c2 (band 0)
+// finds 0.5, band 0's limit, and waits; c3 (band 10, limit 1) is admitted
+// at once past it. c2 goes when c1's answer ends (one in flight: 0).
+// Without the band limit c2 goes at once and c3 waits for c0's end.
+func TestAdmissionBandLimits(t *testing.T) {
+	for _, limited := range []bool{true, false} {
+		s := admSettings(4)
+		s.QueueThreshold = 2
+		if limited {
+			s.BandLimits = map[int]float64{0: 0.5}
+		}
+		sp, _ := burstSpec(4, &Admission{Settings: s, Bands: []int{0, 0, 0, 10}})
+		var rows rowsOf
+		if _, err := Run(context.Background(), sp, &rows); err != nil {
+			t.Fatal(err)
+		}
+		got := byConv(t, rows)
+		w2, w3 := wait(t, got["c2"]), wait(t, got["c3"])
+		switch {
+		case limited && (w3 != 0 || w2 != got["c1"].EndMS || w2 == 0):
+			t.Errorf("band limit: c2 waited %v ms (want c1's end %v), c3 %v (want 0)", w2, got["c1"].EndMS, w3)
+		case !limited && (w2 != 0 || w3 != got["c0"].EndMS || w3 == 0):
+			t.Errorf("no band limit: c2 waited %v ms (want 0), c3 %v (want c0's end %v)", w2, w3, got["c0"].EndMS)
+		}
+	}
+}
