@@ -3,10 +3,12 @@ policy, the lowest light flow's (t1...) ratio to its max-min fair share, within 
 good requests and of the admitted ones, t0's (the flooder's) band-0 ratios, the lowest over all
 bands together, and goodput; means over seeds.
 
-Usage: python3 hack/admission/fair.py DIR...
+Usage: [STAGE=stage1@64] python3 hack/admission/fair.py DIR...  (STAGE: only that stage's rows)
 """
 import csv, glob, sys, re, math
 from collections import defaultdict
+import os
+STAGE = os.environ.get('STAGE', '')
 def maxmin(total, demands):
     order=sorted(range(len(demands)), key=lambda i: demands[i]); out=[0]*len(demands); left=total
     for k,i in enumerate(order):
@@ -19,6 +21,7 @@ def run_stats(fn):
         pol,seed=r['policy'],r['seed']
         conv=r['conversation']
         if conv.startswith('warmup/'): continue
+        if STAGE and not conv.startswith(STAGE + '/'): continue
         m=re.search(r'#band=(-?\d+)#flow=([^#]*)#wait_ms=([\d.]+)',conv)
         a=g[(m.group(1),m.group(2))]; a['n']+=1
         if r['status']=='200':
