@@ -126,6 +126,48 @@ func BenchmarkMatch(b *testing.B) {
 	}
 }
 
+// BenchmarkMatchWide is the simulator's scale test in miniature: 1,000
+// replicas (936 of them in slots >= 64, wide.go), each holding a shared
+// system prompt and conversations of its own, and a prompt whose leading
+// blocks (the system prompt) all hold and whose conversation one holds:
+// each pick of a policy that reads Match asks this of every replica.
+func BenchmarkMatchWide(b *testing.B) {
+	cfg := benchConfig(256)
+	ix, err := prefix.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(8, 8))
+	replicas := seq(1000)
+	system := randomBlocks(r, 8)
+	convs := make([][]uint64, len(replicas))
+	for k, id := range replicas {
+		for held := 0; held < cfg.CapacityBlocks()/2; held += 30 {
+			ix.Insert(id, append(slices.Clone(system), randomBlocks(r, 22)...), 1)
+		}
+		convs[k] = append(slices.Clone(system), randomBlocks(r, 22)...)
+		ix.Insert(id, convs[k], 1)
+	}
+	out := make([]int32, len(replicas))
+	b.Run("replicas=1000/system-all-conversation-one", func(b *testing.B) {
+		b.ReportAllocs()
+		k := 0
+		for b.Loop() {
+			ix.Match(convs[k%len(convs)], 2, replicas, out)
+			k++
+		}
+	})
+	b.Run("replicas=1000/insert-next-turn", func(b *testing.B) {
+		b.ReportAllocs()
+		k := 0
+		for b.Loop() {
+			c := convs[k%len(convs)]
+			ix.Insert(replicas[k%len(replicas)], c, int64(2+k))
+			k++
+		}
+	})
+}
+
 func BenchmarkInsert(b *testing.B) {
 	for _, bc := range []int{64, 256} {
 		ix, replicas, prompt := filledIndex(b, bc)

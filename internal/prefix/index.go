@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/bits"
 	"slices"
 )
 
@@ -75,33 +74,40 @@ func (c Config) Tokens(blocks int32) int64 { return int64(float64(blocks) * c.Bl
 // The only mutators of what replicas hold are Insert and Evict (plus Forget
 // and Expire, which drop whole replicas and expired blocks).
 //
-// Layout. One map from block hash to an entry holding a bitset of the
-// replicas (internal slots 0..63) that hold the block and a holder count;
-// per replica a map from block hash to its node, and an intrusive LRU list of
-// nodes (block, replica, last touch) in one slab with int32 links and a free
-// list, so memory is bounded by capacity and steady-state work allocates
-// nothing. Each replica gets the lowest free internal slot; the first 64 live
+// Layout. One map from block hash to an entry (in a slab) holding a bitset
+// of the replicas (internal slots 0..63) that hold the block and a holder
+// count; per replica a map from block hash to its node, and an intrusive LRU
+// list of nodes (block, its entry, replica, last touch) in one slab with
+// int32 links and a free list, so memory is bounded by capacity and
+// steady-state work allocates nothing; dropping a node reaches its entry
+// without a map lookup. Each replica gets the lowest free internal slot; the first 64 live
 // replicas get bits in the bitset.
 //
 // Match walks the prompt's blocks in order with the bitset of the candidate
-// replicas still matching and stops when it is empty: one map lookup per
-// matched block, whatever the number of replicas. Replicas in slots >= 64 are
-// matched the same way with a wider bitset, built per block from the
-// block's chain of such holders, or kept with the block while many hold it
-// (wide.go): the work per block is bounded by 64 chain steps or one word
-// per 64 replicas, never a lookup per replica. Expired blocks are always the tail of their replica's LRU
-// list (touch times only grow towards the head), so dropping them before a
-// lookup costs one comparison per candidate plus one step per dropped block.
+// replicas still matching: one map lookup per matched block, whatever the
+// number of replicas, until a few candidates are left, which then follow
+// their own lists (match.go). Replicas in slots >= 64 are matched the same
+// way with a wider bitset, built per block from the block's chain of such
+// holders, or kept with the block while many hold it (wide.go): the work per
+// block is bounded by 64 chain steps or one word per 64 replicas, never a
+// lookup per replica. Expired blocks are always the tail of their replica's
+// LRU list (touch times only grow towards the head), so dropping them before
+// a lookup costs one comparison per candidate (tailAt) plus one step per
+// dropped block.
 type Index struct {
 	cfg       Config
 	capBlocks int32
 
-	blocks map[uint64]entry
-	slotOf []int32 // by replica id: slot+1, 0 when unknown
-	reps   []rep   // by slot
-	nodes  []node  // slab; free nodes are linked through next
-	free   int32   // head of the free list, nilNode if empty
-	used   int     // nodes in use
+	blocks  map[uint64]int32 // block hash → its entry in ents
+	ents    []entry          // slab; free entries are linked through over
+	entFree int32            // head of the entries' free list, +1 (0: empty)
+	slotOf  []int32          // by replica id: slot+1, 0 when unknown
+	reps    []rep            // by slot
+	nodes   []node           // slab; free nodes are linked through next
+	free    int32            // head of the free list, nilNode if empty
+	used    int              // nodes in use
+	tailAt  []int64          // by slot: its LRU tail's touch time (math.MaxInt64: none)
+	found   []int32          // Insert's scratch: the nodes of a prompt's held leading blocks
 
 	wide wideHolders // holders in slots >= 64 (wide.go)
 }
@@ -121,6 +127,7 @@ type node struct {
 	touched      int64
 	prev, next   int32 // LRU list of the slot (prev towards the head: more recent)
 	slot         int32
+	ent          int32 // the block's entry in ents
 	bprev, bnext int32 // the block's chain of holders in slots >= 64
 }
 
@@ -141,7 +148,7 @@ func New(cfg Config) (*Index, error) {
 	return &Index{
 		cfg:       cfg,
 		capBlocks: int32(cfg.CapacityBlocks()),
-		blocks:    make(map[uint64]entry),
+		blocks:    make(map[uint64]int32),
 		free:      nilNode,
 	}, nil
 }
@@ -172,13 +179,15 @@ func (ix *Index) addSlot(id uint32) int32 {
 	if int(s) == len(ix.reps) {
 		ix.reps = append(ix.reps, rep{})
 	}
-	ix.reps[s] = rep{
-		id:    id,
-		live:  true,
-		head:  nilNode,
-		tail:  nilNode,
-		where: make(map[uint64]int32, min(int(ix.capBlocks), 1<<16)),
+	where := ix.reps[s].where // kept, empty, by Forget
+	if where == nil {
+		where = make(map[uint64]int32, min(int(ix.capBlocks), 1<<16))
 	}
+	ix.reps[s] = rep{id: id, live: true, head: nilNode, tail: nilNode, where: where}
+	if int(s) == len(ix.tailAt) {
+		ix.tailAt = append(ix.tailAt, 0)
+	}
+	ix.tailAt[s] = math.MaxInt64
 	ix.slotOf[id] = s + 1
 	return s
 }
@@ -210,35 +219,95 @@ func (ix *Index) InsertSalted(replica uint32, blocks []uint64, salt uint64, now 
 	}
 	r.newest = now
 	ix.expireSlot(s, now)
+	// The nodes of the leading blocks it holds, found by following its
+	// list (no map lookup): a conversation's next turn holds most of them.
+	if cap(ix.found) < len(blocks) {
+		ix.found = make([]int32, len(blocks))
+	}
+	found := ix.found[:len(blocks)]
+	held := ix.follow(s, blocks, salt, 0, found)
 	for i := len(blocks) - 1; i >= 0; i-- {
 		b := blocks[i] ^ salt
-		if n, ok := r.where[b]; ok {
+		n := int32(nilNode)
+		if i < held && ix.nodes[found[i]].slot == s && ix.nodes[found[i]].block == b {
+			n = found[i] // still held: no eviction of this Insert took it
+		} else if m, ok := r.where[b]; ok {
+			n = m
+		}
+		if n != nilNode {
 			ix.nodes[n].touched = now
 			ix.moveToFront(r, n)
 			continue
 		}
-		if r.count >= ix.capBlocks {
-			ix.remove(r.tail)
-		}
-		n := ix.alloc()
-		ix.nodes[n] = node{block: b, touched: now, prev: nilNode, next: r.head, slot: s}
-		if r.head != nilNode {
-			ix.nodes[r.head].prev = n
-		} else {
-			r.tail = n
-		}
-		r.head = n
-		r.count++
-		r.where[b] = n
-		e := ix.blocks[b]
-		e.holders++
-		if s < 64 {
-			e.mask |= 1 << uint(s)
-		} else {
-			ix.holdWide(&e, n)
-		}
-		ix.blocks[b] = e
+		ix.insertNew(s, b, now)
 	}
+	ix.syncTail(s)
+}
+
+// insertNew makes block b the most recently touched block of slot s, which
+// does not hold it, evicting the slot's least recently touched block at
+// capacity.
+func (ix *Index) insertNew(s int32, b uint64, now int64) {
+	r := &ix.reps[s]
+	if r.count >= ix.capBlocks {
+		ix.remove(r.tail)
+	}
+	n := ix.alloc()
+	ix.nodes[n] = node{block: b, touched: now, prev: nilNode, next: r.head, slot: s}
+	if r.head != nilNode {
+		ix.nodes[r.head].prev = n
+	} else {
+		r.tail = n
+	}
+	r.head = n
+	r.count++
+	r.where[b] = n
+	ei, ok := ix.blocks[b]
+	if !ok {
+		ei = ix.allocEntry()
+		ix.blocks[b] = ei
+	}
+	ix.nodes[n].ent = ei
+	e := &ix.ents[ei]
+	e.holders++
+	if s < 64 {
+		e.mask |= 1 << uint(s)
+	} else {
+		ix.holdWide(e, n)
+	}
+}
+
+// follow returns the first i >= from such that slot s does not hold
+// blocks[i] (keyed with salt), the blocks before from being held. It follows
+// s's LRU list from each held block's node to the next, looking a block up in
+// s's map only where the list does not go on with it: Insert touches a
+// prompt's blocks last to first, so they lie in prompt order from the head,
+// and a conversation's next prompt repeats them. With found, it records
+// the node of each held block from from on.
+func (ix *Index) follow(s int32, blocks []uint64, salt uint64, from int, found []int32) int {
+	r := &ix.reps[s]
+	n := int32(nilNode)
+	for i := from; i < len(blocks); i++ {
+		b := blocks[i] ^ salt
+		if n != nilNode {
+			if c := ix.nodes[n].next; c != nilNode && ix.nodes[c].block == b {
+				n = c
+				if found != nil {
+					found[i] = n
+				}
+				continue
+			}
+		}
+		m, ok := r.where[b]
+		if !ok {
+			return i
+		}
+		n = m
+		if found != nil {
+			found[i] = n
+		}
+	}
+	return len(blocks)
 }
 
 // Evict drops blocks[from:] from replica: the replica reported it did not
@@ -276,7 +345,11 @@ func (ix *Index) Forget(replica uint32) {
 		ix.release(n)
 		n = next
 	}
-	ix.reps[s] = rep{head: nilNode, tail: nilNode}
+	// The emptied map is kept for the slot's next replica (the
+	// correction forgets a replica and inserts into it at once).
+	clear(r.where)
+	ix.reps[s] = rep{head: nilNode, tail: nilNode, where: r.where}
+	ix.tailAt[s] = math.MaxInt64
 	ix.slotOf[replica] = 0
 }
 
@@ -308,78 +381,11 @@ func (ix *Index) expireSlot(s int32, now int64) int {
 	cutoff := now - ix.cfg.TTL
 	r := &ix.reps[s]
 	dropped := 0
-	for r.tail != nilNode && ix.nodes[r.tail].touched < cutoff {
+	for ix.tailAt[s] < cutoff {
 		ix.remove(r.tail)
 		dropped++
 	}
 	return dropped
-}
-
-// Match fills out[i] with the number of leading blocks of a prompt that
-// replicas[i] holds: blocks[0..out[i]) are all held, unexpired at now, and
-// blocks[out[i]] is not. Unknown replicas hold nothing. out must be at least
-// as long as replicas. Match allocates nothing; it first drops the
-// candidates' expired blocks (invisible anyway; each block is dropped once),
-// so that it never has to check a block's age.
-func (ix *Index) Match(blocks []uint64, now int64, replicas []uint32, out []int32) {
-	ix.MatchSalted(blocks, 0, now, replicas, out)
-}
-
-// MatchSalted is Match for an adapter's prompt: it matches the blocks as
-// InsertSalted recorded them with the same salt (salt.go; salt 0 is Match),
-// so what was cached for another adapter or the base model does not match.
-// blocks is not modified; it allocates nothing.
-func (ix *Index) MatchSalted(blocks []uint64, salt uint64, now int64, replicas []uint32, out []int32) {
-	if len(out) < len(replicas) {
-		panic("prefix: Index.Match: out is shorter than replicas")
-	}
-	var fast uint64 // slots matched through the bitset
-	wide := ix.wide.begin(len(ix.reps))
-	for k, id := range replicas {
-		out[k] = 0
-		s := ix.slot(id)
-		if s < 0 || len(blocks) == 0 {
-			continue
-		}
-		// With its expired blocks gone, what a replica holds is exactly
-		// what it holds unexpired.
-		ix.expireSlot(s, now)
-		if s < 64 {
-			fast |= 1 << uint(s)
-			continue
-		}
-		wide.alive[(s-64)/64] |= 1 << uint((s-64)%64)
-		wide.any = true
-	}
-	if wide.any {
-		ix.matchWide(blocks, salt)
-		for k, id := range replicas {
-			if s := ix.slot(id); s >= 64 {
-				out[k] = wide.depth[s-64]
-			}
-		}
-	}
-	if fast == 0 {
-		return
-	}
-	var depth [64]int32
-	alive := fast
-	i := 0
-	for ; i < len(blocks) && alive != 0; i++ {
-		held := alive & ix.blocks[blocks[i]^salt].mask
-		for gone := alive &^ held; gone != 0; gone &= gone - 1 {
-			depth[bits.TrailingZeros64(gone)] = int32(i)
-		}
-		alive = held
-	}
-	for ; alive != 0; alive &= alive - 1 {
-		depth[bits.TrailingZeros64(alive)] = int32(len(blocks))
-	}
-	for k, id := range replicas {
-		if s := ix.slot(id); s >= 0 && s < 64 && fast&(1<<uint(s)) != 0 {
-			out[k] = depth[s]
-		}
-	}
 }
 
 // moveToFront makes n the most recently touched node of r.
@@ -414,6 +420,7 @@ func (ix *Index) remove(n int32) {
 		ix.nodes[nd.next].prev = nd.prev
 	} else {
 		r.tail = nd.prev
+		ix.syncTail(nd.slot)
 	}
 	r.count--
 	delete(r.where, nd.block)
@@ -423,18 +430,43 @@ func (ix *Index) remove(n int32) {
 
 // unhold removes slot s (its node n) from the holders of block b.
 func (ix *Index) unhold(b uint64, s int32, n int32) {
-	e := ix.blocks[b]
+	ei := ix.nodes[n].ent
+	e := &ix.ents[ei]
 	e.holders--
 	if s < 64 {
 		e.mask &^= 1 << uint(s)
 	} else {
-		ix.unholdWide(&e, n)
+		ix.unholdWide(e, n)
 	}
 	if e.holders <= 0 {
 		delete(ix.blocks, b)
-		return
+		ix.ents[ei] = entry{over: ix.entFree}
+		ix.entFree = ei + 1
 	}
-	ix.blocks[b] = e
+}
+
+// entry returns block b's entry (the zero entry, no holders, if none holds
+// it).
+func (ix *Index) entry(b uint64) entry {
+	if ei, ok := ix.blocks[b]; ok {
+		return ix.ents[ei]
+	}
+	return entry{}
+}
+
+// allocEntry returns a free entry (zero) of the slab.
+func (ix *Index) allocEntry() int32 {
+	if ix.entFree != 0 {
+		ei := ix.entFree - 1
+		ix.entFree = ix.ents[ei].over
+		ix.ents[ei].over = 0
+		return ei
+	}
+	if len(ix.ents) >= math.MaxInt32 {
+		panic(errTooManyNodes)
+	}
+	ix.ents = append(ix.ents, entry{})
+	return int32(len(ix.ents) - 1)
 }
 
 func (ix *Index) alloc() int32 {
@@ -453,9 +485,20 @@ func (ix *Index) alloc() int32 {
 
 var errTooManyNodes = errors.New("prefix: more than 2^31-1 (block, replica) pairs; lower capacity_tokens")
 
+// syncTail records slot s's tail's touch time in tailAt.
+func (ix *Index) syncTail(s int32) {
+	if t := ix.reps[s].tail; t != nilNode {
+		ix.tailAt[s] = ix.nodes[t].touched
+	} else {
+		ix.tailAt[s] = math.MaxInt64
+	}
+}
+
+// release frees node n; its slot -1 tells Insert's found nodes that it no
+// longer holds their block.
 func (ix *Index) release(n int32) {
 	ix.used--
-	ix.nodes[n] = node{next: ix.free, bprev: nilNode, bnext: nilNode}
+	ix.nodes[n] = node{next: ix.free, slot: -1, bprev: nilNode, bnext: nilNode}
 	ix.free = n
 }
 
@@ -474,13 +517,14 @@ type ReplicaStats struct {
 	Blocks  int
 }
 
-// Sizes behind Stats.Bytes: a node in the slab, a slot of the per-replica
-// map (uint64 → int32, padded) and of the block map (uint64 → entry), each
-// map slot with its control byte, at the Go map's 7/8 maximum load.
+// Sizes behind Stats.Bytes: a node in the slab, an entry in its slab, a slot
+// of the per-replica map and of the block map (both uint64 → int32, padded),
+// each map slot with its control byte, at the Go map's 7/8 maximum load.
 const (
 	nodeBytes       = 40
+	entryBytes      = 24
 	whereSlotBytes  = 16 + 1
-	blockSlotBytes  = 24 + 1
+	blockSlotBytes  = 16 + 1
 	mapLoadNumer    = 8
 	mapLoadDenom    = 7
 	repFixedBytes   = 64 // rep struct + slotOf entry + map header
@@ -496,6 +540,9 @@ func (ix *Index) Stats() Stats {
 	whereSlots := 0
 	for _, r := range ix.reps {
 		if !r.live {
+			if r.where != nil { // kept empty for the slot's next replica
+				whereSlots += min(int(ix.capBlocks), 1<<16)
+			}
 			continue
 		}
 		st.Replicas++
@@ -504,7 +551,8 @@ func (ix *Index) Stats() Stats {
 	}
 	slices.SortFunc(st.PerReplica, func(a, b ReplicaStats) int { return int(a.Replica) - int(b.Replica) })
 	st.Bytes = indexFixedBytes +
-		int64(cap(ix.nodes))*nodeBytes +
+		int64(cap(ix.nodes))*nodeBytes + int64(cap(ix.ents))*entryBytes +
+		int64(cap(ix.tailAt))*8 + int64(cap(ix.found))*4 +
 		int64(len(ix.reps)+len(ix.slotOf))*repFixedBytes/2 +
 		int64(whereSlots)*whereSlotBytes*mapLoadNumer/mapLoadDenom +
 		int64(st.Blocks)*blockSlotBytes*mapLoadNumer/mapLoadDenom +

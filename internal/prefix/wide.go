@@ -1,7 +1,5 @@
 package prefix
 
-import "math/bits"
-
 // Holders in slots >= 64. Each block's entry heads a chain (through the
 // nodes' bprev/bnext) of its holders in those slots, so that a block
 // held by few of them costs nothing but its links; a block that more than
@@ -117,42 +115,4 @@ func (ix *Index) unholdWide(e *entry, n int32) {
 		return
 	}
 	clearBit(ix.wide.mask(e.hi), nd.slot)
-}
-
-// matchWide is Match for the candidates in slots >= 64 (the bits of
-// wide.alive), the blocks keyed with salt: it walks the prompt's blocks as Match walks them with the
-// bitset, the block's holders read from its mask or its (short) chain,
-// and leaves each candidate's depth in wide.depth.
-func (ix *Index) matchWide(blocks []uint64, salt uint64) {
-	w := &ix.wide
-	some := true
-	for i := 0; i < len(blocks) && some; i++ {
-		e := ix.blocks[blocks[i]^salt]
-		held := w.tmp
-		if e.hi != 0 {
-			held = w.mask(e.hi)
-		} else {
-			clear(held)
-			for c := e.over - 1; c != nilNode; c = ix.nodes[c].bnext {
-				setBit(held, ix.nodes[c].slot)
-			}
-		}
-		some = false
-		for k, a := range w.alive {
-			if a == 0 {
-				continue
-			}
-			for gone := a &^ held[k]; gone != 0; gone &= gone - 1 {
-				w.depth[k*64+bits.TrailingZeros64(gone)] = int32(i)
-			}
-			w.alive[k] = a & held[k]
-			some = some || w.alive[k] != 0
-		}
-	}
-	for k, a := range w.alive {
-		for ; a != 0; a &= a - 1 {
-			w.depth[k*64+bits.TrailingZeros64(a)] = int32(len(blocks))
-		}
-		w.alive[k] = 0
-	}
 }

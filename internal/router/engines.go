@@ -57,6 +57,14 @@ func (f *flight) wrapStream(resp *http.Response, body io.ReadCloser) io.ReadClos
 	default:
 		return body
 	}
+	if f.injected {
+		// The usage chunk the router asked for is taken out again: an answer
+		// the replica sent with a Content-Length reaches the client shorter,
+		// so it goes chunked (else the client reads a truncated answer and
+		// the server closes its connection).
+		resp.Header.Del("Content-Length")
+		resp.ContentLength = -1
+	}
 	return engine.NewFilter(body, f.injected, func(u engine.Usage) {
 		if f.obs != nil {
 			f.obs.learn(usageCounts(u))

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -368,5 +369,52 @@ func TestAPIKeyForwarded(t *testing.T) {
 				t.Errorf("models with the key: %d %s", resp.StatusCode, body)
 			}
 		})
+	}
+}
+
+// TestInjectedUsageWithContentLength: a replica that sends its stream in
+// one piece with a Content-Length (a buffering engine or proxy) still
+// reaches the client whole when the router took the usage chunk it asked
+// for out again: the answer goes chunked, the connection is kept alive.
+func TestInjectedUsageWithContentLength(t *testing.T) {
+	const stream = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n" +
+		"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n" +
+		"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":1,\"total_tokens\":10}}\n\n" +
+		"data: [DONE]\n\n"
+	var conns atomic.Int64
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Content-Length", fmt.Sprint(len(stream)))
+		io.WriteString(w, stream)
+	}))
+	up.Start()
+	t.Cleanup(up.Close)
+	rs := []replicaset.Replica{{Name: "llm-0", URL: up.URL}}
+	rt, err := New(Options{Config: testConfig(t, "llm-aware", rs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.SetReplicas(rs)
+	front := httptest.NewUnstartedServer(rt)
+	front.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	front.Start()
+	t.Cleanup(front.Close)
+	for range 2 {
+		resp, got := rawPost(t, front.URL, wire.PathChatCompletions,
+			`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+		if resp.StatusCode != http.StatusOK || strings.Contains(got, `"usage"`) || !strings.HasSuffix(got, "data: [DONE]\n\n") {
+			t.Fatalf("status %d, answer:\n%s", resp.StatusCode, got)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d client connections for two requests, want 1 (kept alive)", n)
+	}
+	if got := testutil.ToFloat64(rt.metrics.predicted); got != 2 {
+		t.Errorf("learned %v predicted tokens, want 2", got)
 	}
 }

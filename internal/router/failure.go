@@ -224,10 +224,18 @@ func (r *Router) retryStatus(f *flight, resp *http.Response) bool {
 // tag sets the routing headers of an answer (the replica's, or the
 // router's error).
 func (r *Router) tag(h http.Header, f *flight) {
-	h.Set(HeaderRoutedTo, f.ticket.Replica.Name)
-	h.Set(HeaderRouteReason, f.d.Reason.String())
-	h.Set(HeaderEstPrompt, strconv.Itoa(f.ticket.EstPrompt))
+	v := make([]string, 3) // one allocation for the three (Header.Set allocates one each)
+	v[0], v[1], v[2] = f.ticket.Replica.Name, f.d.Reason.String(), strconv.Itoa(f.ticket.EstPrompt)
+	h[keyRoutedTo], h[keyRouteReason], h[keyEstPrompt] = v[0:1:1], v[1:2:2], v[2:3:3]
 }
+
+// The routing headers' canonical keys (Header.Set would canonicalize, and
+// allocate, on every call).
+var (
+	keyRoutedTo    = http.CanonicalHeaderKey(HeaderRoutedTo)
+	keyRouteReason = http.CanonicalHeaderKey(HeaderRouteReason)
+	keyEstPrompt   = http.CanonicalHeaderKey(HeaderEstPrompt)
+)
 
 func isDialError(err error) bool {
 	var op *net.OpError

@@ -2,10 +2,16 @@ package router
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"os"
+	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -57,6 +63,45 @@ func TestClassify(t *testing.T) {
 		r.cut.Store(c.cut)
 		if got := r.classify(c.ctx, c.err, c.sent); got != c.want {
 			t.Errorf("%s: %v, want %v", c.comment, got, c.want)
+		}
+	}
+}
+
+// TestSetXForwardedAgrees: setXForwarded sets the headers
+// httputil.ProxyRequest.SetXForwarded sets, and the empty User-Agent
+// ReverseProxy sets when the client sent none.
+func TestSetXForwardedAgrees(t *testing.T) {
+	for _, remote := range []string{"10.1.2.3:4567", "[::1]:80", "not-an-address"} {
+		for _, prior := range [][]string{nil, {"1.1.1.1"}, {"1.1.1.1, 2.2.2.2", "3.3.3.3"}} {
+			for _, secure := range []bool{false, true} {
+				for _, ua := range []string{"", "curl/8"} {
+					in := httptest.NewRequest(http.MethodPost, "http://router.example/v1/chat/completions", nil)
+					in.RemoteAddr, in.Host = remote, "router.example:8080"
+					if secure {
+						in.TLS = &tls.ConnectionState{}
+					}
+					mk := func() *http.Request {
+						out := in.Clone(in.Context())
+						out.Header = http.Header{"Content-Type": {"application/json"}}
+						if prior != nil {
+							out.Header["X-Forwarded-For"] = slices.Clone(prior)
+						}
+						if ua != "" {
+							out.Header.Set("User-Agent", ua)
+						}
+						return out
+					}
+					want, got := mk(), mk()
+					(&httputil.ProxyRequest{In: in, Out: want}).SetXForwarded()
+					if _, ok := want.Header["User-Agent"]; !ok {
+						want.Header.Set("User-Agent", "")
+					}
+					setXForwarded(got, in)
+					if !reflect.DeepEqual(got.Header, want.Header) {
+						t.Errorf("remote %q prior %q tls %t ua %q:\n got %v\nwant %v", remote, prior, secure, ua, got.Header, want.Header)
+					}
+				}
+			}
 		}
 	}
 }

@@ -57,6 +57,12 @@ type observer struct {
 	// it returns (an SSE error event) is passed to the client before the
 	// failure.
 	onBreak func(error) []byte
+	// The proxy's flights use these instead of done and onBreak (no
+	// closures to allocate): a 2xx answer's end settles fl (release), a
+	// break is rt.broken's.
+	rt      *Router
+	fl      *flight
+	release bool
 	// parse, when set, reads an answer's counts instead of parseAnswer
 	// (the Anthropic Messages shape): the whole body, or one SSE event's
 	// data (sse true).
@@ -78,6 +84,18 @@ func newObserver(rc io.ReadCloser, sse bool, length int64) *observer {
 	return &observer{rc: rc, sse: sse, left: length}
 }
 
+// broke is what the client gets before the failure err (an SSE error
+// event, or nothing).
+func (o *observer) broke(err error) []byte {
+	switch {
+	case o.onBreak != nil:
+		return o.onBreak(err)
+	case o.rt != nil:
+		return o.rt.broken(o.fl, err)
+	}
+	return nil
+}
+
 func (o *observer) Read(p []byte) (int, error) {
 	if o.fail != nil {
 		if len(o.tail) > 0 {
@@ -94,10 +112,8 @@ func (o *observer) Read(p []byte) (int, error) {
 		// The answer broke off: pass on what came, then the error event
 		// (streams only), then the failure.
 		o.fail = err
-		if o.onBreak != nil {
-			if ev := o.onBreak(err); o.sse {
-				o.tail = ev
-			}
+		if ev := o.broke(err); o.sse {
+			o.tail = ev
 		}
 		if n > 0 {
 			o.feed(p[:n])
@@ -172,8 +188,11 @@ func (o *observer) end() {
 		return
 	}
 	o.eof = true
-	if o.done != nil {
+	switch {
+	case o.done != nil:
 		o.done(o.got)
+	case o.release:
+		o.rt.settle(o.fl, o.got.outcome(), time.Now())
 	}
 }
 

@@ -140,7 +140,7 @@ func New(opts Options) (*Router, error) {
 		return nil, fmt.Errorf("models.%w", err)
 	}
 	r.table = r.pools.Pool("").Table()
-	r.flights, r.stopFlights = context.WithCancel(context.Background())
+	r.flights, r.stopFlights = context.WithCancel(context.WithValue(context.Background(), flightsKey{}, r))
 	r.budget.sem, r.budget.wait = semaphore.NewWeighted(cfg.Server.MaxBufferedBodyBytes), cfg.Server.MaxBufferedBodyWait.D()
 	if r.base == nil {
 		r.base = newTransport(cfg)
@@ -291,7 +291,7 @@ func (r *Router) Serve(ctx context.Context, ln net.Listener, src discovery.Sourc
 	bg, stopBg := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBg()
 	defer r.shutdownTracing() // operator hook (issue 25): flush the last spans, tracing.go
-	srv := r.newServer(r)
+	srv := r.clientServer()
 	errc := make(chan error, 4) // one slot per goroutine that reports: none blocks
 	stopCluster := r.runCluster(bg, errc)
 	defer stopCluster() // after the drain below: peers count this instance's requests until they end
@@ -354,6 +354,15 @@ func (r *Router) newServer(h http.Handler) *http.Server {
 		IdleTimeout: r.cfg.Server.IdleTimeout.D(),
 		ErrorLog:    slog.NewLogLogger(r.log.Handler(), slog.LevelWarn),
 	}
+}
+
+// clientServer is the server of the client listener: every request's
+// context descends from r.flights, so that the cut at the end of
+// shutdown_grace ends them without a watch per request.
+func (r *Router) clientServer() *http.Server {
+	srv := r.newServer(r)
+	srv.BaseContext = func(net.Listener) context.Context { return r.flights }
+	return srv
 }
 
 // fail answers a request the router refuses itself.

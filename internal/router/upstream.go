@@ -57,15 +57,17 @@ func (b *idleBody) Close() error {
 	return err
 }
 
-// attempt sends req to its replica with the idle timeout on the answer.
-func (r *Router) attempt(req *http.Request) (*http.Response, error) {
+// attempt sends req to its replica with the idle timeout on the answer,
+// watched by b.
+func (r *Router) attempt(req *http.Request, b *idleBody) (*http.Response, error) {
 	ctx, cancel := context.WithCancelCause(req.Context())
 	resp, err := r.base.RoundTrip(req.WithContext(ctx))
 	if err != nil {
 		cancel(nil)
 		return nil, err
 	}
-	resp.Body = &idleBody{rc: resp.Body, idle: r.cfg.Upstream.IdleTimeout.D(), cancel: cancel}
+	b.rc, b.idle, b.cancel = resp.Body, r.cfg.Upstream.IdleTimeout.D(), cancel
+	resp.Body = b
 	return resp, nil
 }
 
@@ -103,15 +105,17 @@ func (p *peeked) Read(b []byte) (int, error) {
 // upstream.idle_timeout) before anything is sent to the client, so that a
 // replica that sends headers and then stalls gets the client a 504 rather
 // than a 200 that never ends.
-func peek(body io.ReadCloser) (io.ReadCloser, error) {
-	buf := make([]byte, 512)
+// The result is p, over body, holding its first bytes in buf.
+func peek(body io.ReadCloser, p *peeked, buf []byte) (io.ReadCloser, error) {
 	for {
 		n, err := body.Read(buf)
 		if n > 0 {
-			return &peeked{head: buf[:n], ReadCloser: body}, nil
+			p.head, p.ReadCloser = buf[:n], body
+			return p, nil
 		}
 		if err == io.EOF {
-			return &peeked{ReadCloser: body}, nil
+			p.head, p.ReadCloser = nil, body
+			return p, nil
 		}
 		if err != nil {
 			return nil, err

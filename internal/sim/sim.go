@@ -121,9 +121,10 @@ type sim struct {
 	groups  []*model.Group
 	members [][]int32 // members[g][m] is the replica index of member m of group g
 	reps    []replicaRef
-	up      []int32 // slots on the ring, in the order they joined
-	dead    []bool  // dead[group]: its replica failed; its events are ignored
-	snapIdx []int32 // replica index of each position of the table's (name-sorted) snapshot
+	up      []int32           // slots on the ring, in the order they joined
+	dead    []bool            // dead[group]: its replica failed; its events are ignored
+	snapIdx []int32           // replica index of each position of the table's (name-sorted) snapshot
+	reports []policy.Reported // sample's scratch: the replicas' reports, by snapshot position
 	wakeAt  []time.Duration
 	wakeSet []bool
 	wakeVer []uint32
@@ -503,15 +504,18 @@ func (s *sim) sample() {
 		s.q.push(s.now+s.sampleEvery, evSample, 0, 0)
 		return
 	}
+	rs := s.reports[:0] // in the table's order (snapIdx)
 	for _, r := range s.snapIdx {
 		ref := &s.reps[r]
 		l := s.groups[ref.group].Server(int(ref.member)).Load()
-		for _, t := range s.tables { // every instance scrapes the replicas itself
-			t.SetReported(ref.name, policy.Reported{
-				Running: float64(l.Processing), Waiting: float64(l.Deferred), KVUse: l.KVUsage,
-				HasQueue: true, HasKV: true, At: int64(s.now),
-			})
-		}
+		rs = append(rs, policy.Reported{
+			Running: float64(l.Processing), Waiting: float64(l.Deferred), KVUse: l.KVUsage,
+			HasQueue: true, HasKV: true, At: int64(s.now),
+		})
+	}
+	s.reports = rs
+	for _, t := range s.tables { // every instance scrapes the replicas itself
+		t.SetReportedRows(rs)
 	}
 	s.q.push(s.now+s.sampleEvery, evSample, 0, 0)
 }
