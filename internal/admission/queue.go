@@ -1,7 +1,6 @@
 package admission
 
 import (
-	"math"
 	"sort"
 )
 
@@ -154,20 +153,6 @@ func (c *Controller) BandLen() (priorities []int, lens []int) {
 	return priorities, lens
 }
 
-// Offer is OfferScore for a pool that is saturated for every band, or for
-// none.
-func (c *Controller) Offer(it Item, now int64, saturated bool) (v Verdict, displaced Item, ok bool) {
-	return c.OfferScore(it, now, boolScore(saturated))
-}
-
-// boolScore is a pool score above every limit (saturated) or below all.
-func boolScore(saturated bool) float64 {
-	if saturated {
-		return math.Inf(1)
-	}
-	return 0
-}
-
 // OfferScore decides for a new request, given the pool's saturation score
 // (PoolScore). It is admitted at once when the score is below its band's
 // limit (LimitOf) and nobody waits who would go before it: no request of
@@ -260,12 +245,6 @@ func (c *Controller) victim(it *Item, now int64) *entry {
 		return nil
 	}
 	return pick
-}
-
-// Dispatch is DispatchScore for a pool that is saturated for every band, or
-// for none.
-func (c *Controller) Dispatch(now int64, saturated bool) (Item, bool) {
-	return c.DispatchScore(now, boolScore(saturated))
 }
 
 // DispatchScore hands back the next waiting request to route, given the
