@@ -22,9 +22,6 @@ type prefixIndexer struct {
 	ix  *prefix.Index
 	cfg prefix.Config
 	out []int32 // scratch for Match, grown to the replica count
-	// blockTokens is cfg.BlockTokens(), divided once: Lookup converts
-	// every holder's blocks to tokens as cfg.Tokens does.
-	blockTokens float64
 }
 
 var _ Indexer = (*prefixIndexer)(nil)
@@ -36,7 +33,7 @@ func newPrefixIndexer(c PrefixConfig, charsPerToken float64) (*prefixIndexer, er
 	if err != nil {
 		return nil, err
 	}
-	return &prefixIndexer{ix: ix, cfg: cfg, blockTokens: cfg.BlockTokens()}, nil
+	return &prefixIndexer{ix: ix, cfg: cfg}, nil
 }
 
 // Lookup implements Indexer: the tokens of the prompt's leading blocks each
@@ -53,7 +50,7 @@ func (p *prefixIndexer) Lookup(q *Query, t *Table, now int64) {
 	p.ix.MatchSalted(q.Blocks, q.Salt, now, ids, out)
 	for i, n := range out {
 		if n > 0 {
-			t.SetMatch(i, int(int64(float64(n)*p.blockTokens))) // cfg.Tokens(n)
+			t.SetMatch(i, int(p.cfg.Tokens(n)))
 		}
 	}
 }
