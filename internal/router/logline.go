@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/llm-ring/llm-ring/internal/state"
+	"github.com/llm-ring/llm-ring/internal/wire"
 )
 
 // finish releases the load if the answer's end did not already, and logs
@@ -34,8 +35,8 @@ func (r *Router) finish(ctx context.Context, f *flight) {
 	latency := now.Sub(f.start)
 	r.metrics.latency.WithLabelValues(policyName, label).Observe(latency.Seconds())
 	if out.Known {
-		r.metrics.promptTokens.WithLabelValues("cached").Add(float64(out.CacheN))
-		r.metrics.promptTokens.WithLabelValues("processed").Add(float64(out.PromptN))
+		r.metrics.promptTokens.WithLabelValues(wire.KindCached).Add(float64(out.CacheN))
+		r.metrics.promptTokens.WithLabelValues(wire.KindProcessed).Add(float64(out.PromptN))
 		r.metrics.predicted.Add(float64(out.PredictedN))
 	}
 	if fb.CacheLost {

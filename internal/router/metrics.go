@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/llm-ring/llm-ring/internal/pool"
+	"github.com/llm-ring/llm-ring/internal/wire"
 )
 
 // metrics are the router's Prometheus series, on a registry of its own.
@@ -31,9 +32,9 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer, r *Router, budget *bodyBudget) *metrics {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "llm_ring_requests_total",
+			Name: wire.MetricRequests,
 			Help: "Proxied requests by policy, replica, route reason, HTTP status code and model (the pool's bounded label).",
-		}, []string{"policy", "replica", "reason", "code", "model"}),
+		}, wire.RequestLabels()),
 		decision: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "llm_ring_decision_seconds",
 			Help:    "Time to route a request: placement lookup, policy pick and load acquire; by model (the pool's bounded label).",
@@ -45,11 +46,11 @@ func newMetrics(reg prometheus.Registerer, r *Router, budget *bodyBudget) *metri
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 16),
 		}, []string{"policy", "model"}),
 		promptTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "llm_ring_prompt_tokens_total",
+			Name: wire.MetricPromptTokens,
 			Help: "Prompt tokens reported by replicas: cached (reused from the prompt cache) or processed.",
-		}, []string{"kind"}),
+		}, []string{wire.LabelKind}),
 		predicted: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "llm_ring_predicted_tokens_total",
+			Name: wire.MetricPredictedTokens,
 			Help: "Tokens generated, as reported by replicas.",
 		}),
 		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -57,11 +58,11 @@ func newMetrics(reg prometheus.Registerer, r *Router, budget *bodyBudget) *metri
 			Help: "Replica failures by replica and kind: dial (never reached), timeout (no headers within upstream.response_timeout), status (answered ≥ 500, or 503/429 retried elsewhere), stall (no byte within upstream.idle_timeout), broken (connection lost mid-answer).",
 		}, []string{"replica", "kind"}),
 		failovers: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "llm_ring_failovers_total",
+			Name: wire.MetricFailovers,
 			Help: "Requests re-routed to the policy's next candidate after a dial error or a 503/429 answer.",
 		}),
 		cacheLost: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "llm_ring_cache_lost_total",
+			Name: wire.MetricCacheLost,
 			Help: "Turns routed to a replica expected to hold their cache that reported reusing less than half of it.",
 		}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -73,7 +74,7 @@ func newMetrics(reg prometheus.Registerer, r *Router, budget *bodyBudget) *metri
 			Help: "Requests refused with 503 because server.max_buffered_body_bytes of request bodies were held.",
 		}),
 	}
-	for _, k := range []string{"cached", "processed"} {
+	for _, k := range []string{wire.KindCached, wire.KindProcessed} {
 		m.promptTokens.WithLabelValues(k)
 	}
 	reg.MustRegister(m.requests, m.decision, m.latency, m.promptTokens, m.predicted,

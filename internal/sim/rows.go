@@ -80,13 +80,13 @@ func (s *sim) finish() {
 // simulator's own counts.
 func (s *sim) metrics() map[string]float64 {
 	m := map[string]float64{
-		wire.Series(wire.MetricPromptTokens, "kind", "cached"):    float64(s.cached),
-		wire.Series(wire.MetricPromptTokens, "kind", "processed"): float64(s.prompted),
-		wire.MetricPredictedTokens:                                float64(s.predicted),
-		wire.MetricCacheLost:                                      float64(s.cacheLost),
-		wire.MetricFailovers:                                      0,
-		"sim_events_total":                                        float64(s.res.Events),
-		"sim_model_events_total":                                  float64(s.res.ModelEvents),
+		wire.Series(wire.MetricPromptTokens, wire.LabelKind, wire.KindCached):    float64(s.cached),
+		wire.Series(wire.MetricPromptTokens, wire.LabelKind, wire.KindProcessed): float64(s.prompted),
+		wire.MetricPredictedTokens: float64(s.predicted),
+		wire.MetricCacheLost:       float64(s.cacheLost),
+		wire.MetricFailovers:       0,
+		"sim_events_total":         float64(s.res.Events),
+		"sim_model_events_total":   float64(s.res.ModelEvents),
 	}
 	for k, n := range s.counters {
 		rname := ""

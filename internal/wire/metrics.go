@@ -28,6 +28,14 @@ const (
 	LabelModel   = "model"
 )
 
+// MetricPromptTokens' one label and its two values: tokens the replica
+// reused from its prompt cache, and tokens it processed.
+const (
+	LabelKind     = "kind"
+	KindCached    = "cached"
+	KindProcessed = "processed"
+)
+
 // RequestLabels returns the labels of MetricRequests in the router's order
 // (a new slice: the core holds no mutable globals).
 func RequestLabels() []string {
