@@ -136,7 +136,7 @@ func TestEmptyPoolKept(t *testing.T) {
 	s, _ := newSet(t, Config{})
 	s.SetReplicas([]replicaset.Replica{rep("x", "llama"), rep("y", "qwen")})
 	p := s.Pool("llama")
-	in := state.Input{Key: "c1", Hash: ring.HashString("c1"), Chars: 400, MaxTokens: 10}
+	in := state.Input{Key: "c1", Hash: ring.HashString("c1"), Chars: 400, OutputTokens: 10}
 	tk, _, err := p.Table().Route(in, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -46,7 +46,7 @@ func TestAdapterMemoryApart(t *testing.T) {
 		if err != nil || rt.Pool != s.Pool("llama") {
 			t.Fatalf("Resolve(%s) = %+v, %v; want llama's pool", model, rt, err)
 		}
-		in := state.Input{Key: "k", Hash: ring.HashString("k"), Chars: 32, MaxTokens: 10, Blocks: blocks, Adapter: rt.Adapter}
+		in := state.Input{Key: "k", Hash: ring.HashString("k"), Chars: 32, OutputTokens: 10, Blocks: blocks, Adapter: rt.Adapter}
 		tk, _, err := rt.Pool.Table().Route(in, now)
 		if err != nil || tk.Replica.Name != "a" {
 			t.Fatalf("%s → %s, %v; want a", model, tk.Replica.Name, err)

@@ -116,9 +116,9 @@ func (a *admitter) pool(table *state.Table) *admPool {
 // item reads what a request says about itself.
 func (a *admitter) item(h http.Header, f *flight, now int64) admission.Item {
 	it := admission.Item{Arrived: now, Bytes: int64(len(f.body)), Priority: a.cfg.DefaultPriority,
-		Flow: h.Get(a.hdr.FairnessID), Tokens: int64(f.in.Chars/4 + f.in.MaxTokens)}
+		Flow: h.Get(a.hdr.FairnessID), Tokens: int64(f.in.Chars/4 + f.in.OutputTokens)}
 	if f.in.Tokens > 0 {
-		it.Tokens = int64(f.in.Tokens + f.in.MaxTokens)
+		it.Tokens = int64(f.in.Tokens + f.in.OutputTokens)
 	}
 	if p, ok := a.cfg.Objectives[h.Get(a.hdr.Objective)]; ok {
 		it.Priority = p

@@ -74,7 +74,7 @@ func (r *Router) newFlight(ctx context.Context, kind apiKind, req *http.Request,
 		return nil, err
 	}
 	f.p = p
-	f.in = state.Input{Key: p.key, Hash: ring.HashString(p.key), Chars: p.chars, Tokens: p.tokens, MaxTokens: p.maxTokens,
+	f.in = state.Input{Key: p.key, Hash: ring.HashString(p.key), Chars: p.chars, Tokens: p.tokens, OutputTokens: p.maxTokens,
 		Blocks: p.blocks, FirstUser: p.firstUser}
 	if err := r.resolve(f, p.model); err != nil {
 		return nil, err

@@ -39,7 +39,7 @@ func learnOn(t *testing.T, cfg model.Config, n int) policy.Speed {
 			prompt[j] = model.Token(rng.IntN(model.NumOrdinary))
 		}
 		key := "c" + strconv.Itoa(i)
-		tk, _, err := tab.Route(state.Input{Key: key, Hash: ring.HashString(key), Tokens: len(prompt), MaxTokens: 64}, int64(now))
+		tk, _, err := tab.Route(state.Input{Key: key, Hash: ring.HashString(key), Tokens: len(prompt), OutputTokens: 64}, int64(now))
 		if err != nil {
 			t.Fatal(err)
 		}

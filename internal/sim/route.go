@@ -18,7 +18,7 @@ func (s *sim) route(u int32) error {
 	c := &us.conv
 	turn := &c.Turns[us.turn]
 	prompt := model.AppendGenerationPrompt(us.toks)
-	in := state.Input{Key: us.in.Key, Hash: us.hash, Chars: us.in.Chars, MaxTokens: turn.MaxTokens,
+	in := state.Input{Key: us.in.Key, Hash: us.hash, Chars: us.in.Chars, OutputTokens: turn.MaxTokens,
 		Blocks: us.in.Blocks, FirstUser: us.in.FirstUser}
 	us.router = s.routerOf(us)
 	tab := s.tables[us.router]

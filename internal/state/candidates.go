@@ -1,10 +1,6 @@
 package state
 
-import (
-	"slices"
-
-	"github.com/llm-ring/llm-ring/internal/replicaset"
-)
+import "github.com/llm-ring/llm-ring/internal/replicaset"
 
 // Candidates returns the policy's failover order after a pick: up to n
 // replicas, each the one the policy picks for in with the ticket's replica,
@@ -23,20 +19,9 @@ func (t *Table) Candidates(dst []replicaset.Replica, in Input, tk *Ticket, now i
 		return dst
 	}
 	req, _, v := t.lookup(in, t.readsMatch, now)
-	defer t.clearMatches()
-	v.Exclude = t.excl
-	copy(v.Exclude, t.downBits)
-	left := len(s.names) - t.nDown
-	drop := func(name string) {
-		if i, ok := slices.BinarySearch(s.names, name); ok && v.Exclude[i/64]&(1<<(i%64)) == 0 {
-			v.Exclude[i/64] |= 1 << (i % 64)
-			left--
-		}
-	}
-	drop(tk.Replica.Name)
-	for _, name := range exclude {
-		drop(name)
-	}
+	defer t.match.clear()
+	left := t.exclude(v, exclude...)
+	left -= t.exclude1(v, tk.Replica.Name)
 	adapter := t.cfg.AdapterAffinity && in.Adapter != ""
 	for len(dst) < n && left > 0 {
 		if adapter { // the best adapter tier among those left
@@ -46,7 +31,7 @@ func (t *Table) Candidates(dst []replicaset.Replica, in Input, tk *Ticket, now i
 		v.Exclude = t.excl
 		r := t.dec.Replica
 		dst = append(dst, s.replicas[r])
-		drop(s.names[r])
+		left -= t.exclude1(v, s.names[r])
 	}
 	return dst
 }

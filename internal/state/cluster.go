@@ -17,7 +17,7 @@ import "github.com/llm-ring/llm-ring/internal/policy"
 //
 // What is published is keyed as this table keys it: an adapter request's
 // conversation key (PlacementUpdate.Key, TurnUpdate.Key) and blocks
-// (PrefixUpdate.Blocks) carry its adapter's salt (Query.Salt), so a peer
+// (PrefixUpdate.Blocks) carry its adapter's salt (query.Salt), so a peer
 // applies them as they are and keeps the adapter's memory apart as well.
 //
 // The transport is not the state's business: the live router adapts
@@ -52,7 +52,7 @@ type Peers interface {
 
 // PlacementUpdate is one placement-memory entry, as instances exchange it.
 type PlacementUpdate struct {
-	Key     uint64 // conversation key hash, salted (Query.Key: Input.Hash ^ the adapter's salt)
+	Key     uint64 // conversation key hash, salted (query.Key: Input.Hash ^ the adapter's salt)
 	Replica string
 	Cached  int   // tokens believed cached there: the last prompt and its answer
 	Prompt  int   // the last prompt's tokens, as reported (or estimated)
@@ -65,7 +65,7 @@ type PlacementUpdate struct {
 // before the publisher's release does, knows where the turn went and what
 // load of it to discount (Table.ApplyTurn).
 type TurnUpdate struct {
-	Key     uint64 // conversation key hash, salted (Query.Key: Input.Hash ^ the adapter's salt)
+	Key     uint64 // conversation key hash, salted (query.Key: Input.Hash ^ the adapter's salt)
 	Replica string
 	Failed  bool  // the turn ended without an answer
 	Charge  int64 // its load on Replica (tokens)
@@ -84,7 +84,7 @@ type PrefixUpdate struct {
 	// are inserted (a request was routed there).
 	Lost bool
 	// Blocks are the chained block hashes, in chain order, as the index
-	// keys them: an adapter's already xored with its salt (Query.Salt).
+	// keys them: an adapter's already xored with its salt (query.Salt).
 	Blocks []uint64
 	At     int64 // ns, the publisher's clock
 }
@@ -179,7 +179,7 @@ func (t *Table) ApplyPrefix(u PrefixUpdate) {
 // connected: the table's own rows (with this pick's Match) plus each
 // replica's remote load, less the load of the remote turn q shows is over
 // (q.Ended). t.mu is held; the rows are scratch space reused by every pick.
-func (t *Table) withPeerLoads(q *Query) ([]policy.Row, policy.Load) {
+func (t *Table) withPeerLoads(q *query) ([]policy.Row, policy.Load) {
 	if cap(t.peerRows) < len(t.rows) {
 		t.peerRows = make([]policy.Row, len(t.rows))
 	}
@@ -188,7 +188,7 @@ func (t *Table) withPeerLoads(q *Query) ([]policy.Row, policy.Load) {
 	total := t.total
 	ended := -1
 	if q.Ended {
-		ended = t.IndexOf(q.Place.Replica)
+		ended = t.indexOf(q.Place.Replica)
 	}
 	for i, name := range t.snap.names {
 		req, tok := t.peers.RemoteLoad(name)

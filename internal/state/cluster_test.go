@@ -225,9 +225,9 @@ func TestPeersSharePrefix(t *testing.T) {
 			match = append(match, r.Match)
 		}
 	}}
-	tk, _, _ := a.Route(Input{Key: "doc-1", Hash: 1, Chars: 64, MaxTokens: 10, Blocks: blocks}, 0)
+	tk, _, _ := a.Route(Input{Key: "doc-1", Hash: 1, Chars: 64, OutputTokens: 10, Blocks: blocks}, 0)
 	b.SetPolicy(spy)
-	b.Route(Input{Key: "doc-2", Hash: 2, Chars: 64, MaxTokens: 10, Blocks: blocks}, 1)
+	b.Route(Input{Key: "doc-2", Hash: 2, Chars: 64, OutputTokens: 10, Blocks: blocks}, 1)
 	want := []int{0, 0, 0}
 	want[tk.Index] = 16 // 4 blocks of 16 chars at 4 chars per token
 	if !slices.Equal(match, want) {
@@ -243,9 +243,9 @@ func TestPeersSharePrefix(t *testing.T) {
 			others = append(others, n)
 		}
 	}
-	tk2, _, _ := a.Route(Input{Key: "doc-4", Hash: 4, Chars: 48, MaxTokens: 10, Blocks: []uint64{1, 2, 7}}, 3, others...)
+	tk2, _, _ := a.Route(Input{Key: "doc-4", Hash: 4, Chars: 48, OutputTokens: 10, Blocks: []uint64{1, 2, 7}}, 3, others...)
 	a.Release(&tk2, Outcome{OK: true, Known: true, CacheN: 0, PromptN: 12, PredictedN: 10}, 4)
-	b.Route(Input{Key: "doc-3", Hash: 3, Chars: 64, MaxTokens: 10, Blocks: blocks}, 5)
+	b.Route(Input{Key: "doc-3", Hash: 3, Chars: 64, OutputTokens: 10, Blocks: blocks}, 5)
 	if match[tk.Index] != 8 {
 		t.Fatalf("B's matches after the loss: %v, want 8 on %s (blocks 1, 2 of the reprocessed prompt; 3, 4 forgotten)", match, tk.Replica.Name)
 	}

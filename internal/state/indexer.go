@@ -1,34 +1,78 @@
 package state
 
-import "math"
+import (
+	"math"
 
-// Indexer is routing state that learns where prompts are cached: placement
-// memory (always the first), the prefix index, and whatever else is added.
-// A Table calls its indexers under its lock, in the live router and the
-// simulator alike, so an indexer needs no locking of its own; it must not
-// block, must be deterministic (no clock: now is the driver's, in ns; no
-// map-order dependence), and must not keep the Query or its slices.
-type Indexer interface {
-	// Lookup tells what the indexer believes each replica holds of q's
-	// prompt: it raises rows' Match through t.SetMatch (t.IDs gives the
-	// interned replica id of each row). Placement memory also fills
+	"github.com/llm-ring/llm-ring/internal/policy"
+)
+
+// indexer is routing state that learns where prompts are cached: placement
+// memory (always the first) and the prefix index. A Table calls its
+// indexers under its lock, in the live router and the simulator alike, so
+// an indexer needs no locking of its own; it must not block, must be
+// deterministic (no clock: now is the driver's, in ns; no map-order
+// dependence), and must not keep the query, the matches or their slices.
+// An indexer is handed data, never the Table.
+type indexer interface {
+	// lookup tells what the indexer believes each replica holds of q's
+	// prompt, raising rows' Match in m. Placement memory also fills
 	// q.Place and q.Known.
-	Lookup(q *Query, t *Table, now int64)
-	// Routed is called once the policy picked tk's replica: an optimistic
+	lookup(q *query, m *matches, now int64)
+	// routed is called once the policy picked tk's replica: an optimistic
 	// insert (the replica will probably hold the prompt once it answers).
-	Routed(q *Query, tk *Ticket, now int64)
-	// Finished is called when the request ends: out says whether the
+	routed(q *query, tk *Ticket, now int64)
+	// finished is called when the request ends: out says whether the
 	// replica answered and, if Known, its counts (prompt tokens reused from
 	// its cache, processed, generated). The correction happens here.
-	Finished(tk *Ticket, out Outcome, now int64)
-	// Forget is called when replica id leaves the set.
-	Forget(id uint32)
-	// Reset forgets everything (a new experiment run).
-	Reset()
+	finished(tk *Ticket, out Outcome, now int64)
+	// forget is called when replica id leaves the set.
+	forget(id uint32)
+	// reset forgets everything (a new experiment run).
+	reset()
 }
 
-// Query is one request as the indexers see it during Route.
-type Query struct {
+// matches is what a lookup writes into: the snapshot's rows, the interned
+// id of each row and the row of each id, and the rows whose Match was
+// raised (cleared after the pick). The Table fills it for each pick under
+// its lock.
+type matches struct {
+	rows    []policy.Row
+	ids     []uint32 // ids[i]: interned id of row i
+	index   []int32  // index[id]: row of interned id, -1 when not in the set
+	touched []int32
+}
+
+// raise raises row i's Match to tokens.
+func (m *matches) raise(i int, tokens int) {
+	row := &m.rows[i]
+	if tokens <= row.Match {
+		return
+	}
+	if row.Match == 0 {
+		m.touched = append(m.touched, int32(i))
+	}
+	row.Match = tokens
+}
+
+// raiseID raises the Match of interned replica id's row, if it is in the set.
+func (m *matches) raiseID(id uint32, tokens int) {
+	if int(id) < len(m.index) {
+		if i := m.index[id]; i >= 0 {
+			m.raise(int(i), tokens)
+		}
+	}
+}
+
+// clear zeroes every raised Match.
+func (m *matches) clear() {
+	for _, i := range m.touched {
+		m.rows[i].Match = 0
+	}
+	m.touched = m.touched[:0]
+}
+
+// query is one request as the indexers see it during Route.
+type query struct {
 	Key    uint64   // conversation key hash, salted: Input.Hash ^ Salt
 	Blocks []uint64 // prompt block hashes, as the driver hashed them (not salted)
 	Chars  int      // prompt characters
@@ -54,9 +98,9 @@ type Query struct {
 	EndedCharge int64
 }
 
-var _ Indexer = (*memory)(nil)
+var _ indexer = (*memory)(nil)
 
-// Lookup implements Indexer: the conversation's last place, if known and
+// lookup implements indexer: the conversation's last place, if known and
 // fresh; its replica's Match is the tokens cached there after that turn.
 //
 // A turn another instance announced routed (Table.ApplyTurn) and this
@@ -66,12 +110,10 @@ var _ Indexer = (*memory)(nil)
 // the output it asked for, no more than the prompt grew), and the turn is
 // forgotten. A prompt no longer than the announced one (a retry, a
 // concurrent request) leaves it.
-func (m *memory) Lookup(q *Query, t *Table, now int64) {
+func (m *memory) lookup(q *query, ms *matches, now int64) {
 	q.Place, _, q.Known = m.get(q.Key, now)
 	if q.Known {
-		if i := t.IndexOf(q.Place.Replica); i >= 0 {
-			t.SetMatch(i, int(q.Place.Cached))
-		}
+		ms.raiseID(q.Place.Replica, int(q.Place.Cached))
 	}
 	tn, at, ok := m.turns.peek(q.Key)
 	if ok && now-at > m.turns.ttl {
@@ -82,24 +124,22 @@ func (m *memory) Lookup(q *Query, t *Table, now int64) {
 		return
 	}
 	m.turns.delete(q.Key)
-	grown := int32(math.Ceil(float64(q.Chars-int(tn.Chars)) / t.cfg.CharsPerToken))
+	grown := int32(math.Ceil(float64(q.Chars-int(tn.Chars)) / m.charsPerToken))
 	cached := int32(min(int64(tn.Prompt)+int64(min(tn.Output, grown)), maxInt32))
 	q.Place = Place{Replica: tn.Replica, Cached: cached, Prompt: tn.Prompt, Chars: tn.Chars, Sent: tn.Sent}
 	q.Known = true
 	q.Ended, q.EndedCharge = true, tn.Charge
-	if i := t.IndexOf(tn.Replica); i >= 0 {
-		t.SetMatch(i, int(cached))
-	}
+	ms.raiseID(tn.Replica, int(cached))
 }
 
-// Routed implements Indexer: placement memory learns only from answers.
-func (m *memory) Routed(*Query, *Ticket, int64) {}
+// routed implements indexer: placement memory learns only from answers.
+func (m *memory) routed(*query, *Ticket, int64) {}
 
-// Finished implements Indexer: a successful answer records where the
+// finished implements indexer: a successful answer records where the
 // conversation now lives and how many of its tokens are cached there (the
 // prompt and the answer, as reported; estimated when the answer had no
 // counts).
-func (m *memory) Finished(tk *Ticket, out Outcome, now int64) {
+func (m *memory) finished(tk *Ticket, out Outcome, now int64) {
 	if p, ok := placeOf(tk, out); ok {
 		m.put(tk.key, p, now)
 	}
@@ -126,10 +166,9 @@ func placeOf(tk *Ticket, out Outcome) (Place, bool) {
 
 const maxInt32 = 1<<31 - 1
 
-// Forget implements Indexer. Entries that point to a replica which left
+// forget implements indexer. Entries that point to a replica which left
 // stay: Route ignores them while it is away, and if it comes back the
 // cache-lost check corrects them on its first answer.
-func (m *memory) Forget(uint32) {}
+func (m *memory) forget(uint32) {}
 
-// Reset implements Indexer.
-func (m *memory) Reset() { m.reset() }
+// memory's reset (placement.go) implements indexer's.

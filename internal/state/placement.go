@@ -46,6 +46,9 @@ type lru[V any] struct {
 type memory struct {
 	places lru[Place]
 	turns  lru[turn]
+	// charsPerToken estimates the tokens a prompt grew by since an
+	// announced turn (Config.CharsPerToken).
+	charsPerToken float64
 }
 
 // turn is a conversation's turn that another router instance routed and
@@ -65,8 +68,8 @@ type turn struct {
 	At      int64  // when it was routed (ns, the publisher's clock)
 }
 
-func newMemory(max int, ttl int64) *memory {
-	return &memory{places: newLRU[Place](max, ttl), turns: newLRU[turn](max, ttl)}
+func newMemory(max int, ttl int64, charsPerToken float64) *memory {
+	return &memory{places: newLRU[Place](max, ttl), turns: newLRU[turn](max, ttl), charsPerToken: charsPerToken}
 }
 
 func newLRU[V any](max int, ttl int64) lru[V] {

@@ -24,7 +24,7 @@ type prefixIndexer struct {
 	out []int32 // scratch for Match, grown to the replica count
 }
 
-var _ Indexer = (*prefixIndexer)(nil)
+var _ indexer = (*prefixIndexer)(nil)
 
 func newPrefixIndexer(c PrefixConfig, charsPerToken float64) (*prefixIndexer, error) {
 	cfg := prefix.Config{BlockChars: c.BlockChars, CharsPerToken: charsPerToken,
@@ -36,13 +36,13 @@ func newPrefixIndexer(c PrefixConfig, charsPerToken float64) (*prefixIndexer, er
 	return &prefixIndexer{ix: ix, cfg: cfg}, nil
 }
 
-// Lookup implements Indexer: the tokens of the prompt's leading blocks each
+// lookup implements indexer: the tokens of the prompt's leading blocks each
 // replica holds.
-func (p *prefixIndexer) Lookup(q *Query, t *Table, now int64) {
+func (p *prefixIndexer) lookup(q *query, m *matches, now int64) {
 	if len(q.Blocks) == 0 {
 		return
 	}
-	ids := t.IDs()
+	ids := m.ids
 	if cap(p.out) < len(ids) {
 		p.out = make([]int32, len(ids))
 	}
@@ -50,14 +50,14 @@ func (p *prefixIndexer) Lookup(q *Query, t *Table, now int64) {
 	p.ix.MatchSalted(q.Blocks, q.Salt, now, ids, out)
 	for i, n := range out {
 		if n > 0 {
-			t.SetMatch(i, int(p.cfg.Tokens(n)))
+			m.raise(i, int(p.cfg.Tokens(n)))
 		}
 	}
 }
 
-// Routed implements Indexer: optimistic insert of the prompt's blocks on the
+// routed implements indexer: optimistic insert of the prompt's blocks on the
 // chosen replica.
-func (p *prefixIndexer) Routed(q *Query, tk *Ticket, now int64) {
+func (p *prefixIndexer) routed(q *query, tk *Ticket, now int64) {
 	if len(q.Blocks) == 0 {
 		return
 	}
@@ -72,13 +72,13 @@ func (p *prefixIndexer) Routed(q *Query, tk *Ticket, now int64) {
 	p.ix.InsertSalted(tk.id, q.Blocks, q.Salt, now)
 }
 
-// Finished implements Indexer. The correction: a turn that expected a hit
+// finished implements indexer. The correction: a turn that expected a hit
 // (the view's Match on its replica) and got less than half of it from the
 // replica's own report shows that the replica lost more than the index
 // modelled (a restart, or an eviction that LRU at our capacity did not
 // predict). Its blocks are dropped, and this prompt, which it has just
 // processed and now holds, is inserted again.
-func (p *prefixIndexer) Finished(tk *Ticket, out Outcome, now int64) {
+func (p *prefixIndexer) finished(tk *Ticket, out Outcome, now int64) {
 	if !lostCache(tk, out) {
 		return
 	}
@@ -92,11 +92,11 @@ func lostCache(tk *Ticket, out Outcome) bool {
 	return out.OK && out.Known && !out.CachedUnknown && tk.match > 0 && out.CacheN*2 < tk.match && len(tk.blocks) > 0
 }
 
-// Forget implements Indexer.
-func (p *prefixIndexer) Forget(id uint32) { p.ix.Forget(id) }
+// forget implements indexer.
+func (p *prefixIndexer) forget(id uint32) { p.ix.Forget(id) }
 
-// Reset implements Indexer.
-func (p *prefixIndexer) Reset() {
+// reset implements indexer.
+func (p *prefixIndexer) reset() {
 	ix, err := prefix.New(p.cfg)
 	if err != nil {
 		panic(err) // the same configuration was valid when the indexer was made
@@ -109,11 +109,9 @@ func (p *prefixIndexer) Reset() {
 func (t *Table) PrefixStats() *prefix.Stats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, ix := range t.idx {
-		if p, ok := ix.(*prefixIndexer); ok {
-			st := p.ix.Stats()
-			return &st
-		}
+	if t.px == nil {
+		return nil
 	}
-	return nil
+	st := t.px.ix.Stats()
+	return &st
 }

@@ -12,7 +12,7 @@ import (
 // The engines keep each LoRA adapter's cache apart from the base model's and
 // the other adapters' (vllm/v1/core/kv_cache_utils.py,
 // _gen_lora_extra_hash_keys), so the routing state does too: an adapter's
-// conversation key and blocks are salted (Query.Salt).
+// conversation key and blocks are salted (query.Salt).
 
 // matchSpy is a policy that records each pick's rows' Match and picks row 0.
 type matchSpy struct{ match *[]int }
@@ -74,8 +74,8 @@ func TestAdapterPrefixApart(t *testing.T) {
 	if !slices.Equal(blocks, orig) {
 		t.Fatalf("the caller's blocks changed: %v, were %v", blocks, orig)
 	}
-	if tk.Salt() != prefix.Salt("a") || tk.Salt() == 0 {
-		t.Errorf("ticket salt %#x, want Salt(a) %#x", tk.Salt(), prefix.Salt("a"))
+	if tk.salt != prefix.Salt("a") || tk.salt == 0 {
+		t.Errorf("ticket salt %#x, want Salt(a) %#x", tk.salt, prefix.Salt("a"))
 	}
 }
 

@@ -22,12 +22,17 @@ const (
 	maxSpeedSamples  = 1 << 20
 )
 
-// learnSpeed updates the ticket's replica's rates from out. t.mu is held.
-func (t *Table) learnSpeed(tk *Ticket, out *Outcome) {
-	if int(tk.id) >= len(t.speed) {
-		return
+// speeds are the learned rates by interned replica id (kept across
+// membership changes). The Table's lock guards them.
+type speeds []policy.Speed
+
+// learn updates replica id's rates from out and returns them, with whether
+// out taught anything.
+func (s speeds) learn(id uint32, out *Outcome) (policy.Speed, bool) {
+	if int(id) >= len(s) {
+		return policy.Speed{}, false
 	}
-	sp := &t.speed[tk.id]
+	sp := &s[id]
 	learned := false
 	if out.PromptN >= MinPrefillSample {
 		d := out.PromptTime
@@ -49,13 +54,10 @@ func (t *Table) learnSpeed(tk *Ticket, out *Outcome) {
 			learned = true
 		}
 	}
-	if !learned {
-		return
+	if learned {
+		sp.Samples = min(sp.Samples+1, maxSpeedSamples)
 	}
-	sp.Samples = min(sp.Samples+1, maxSpeedSamples)
-	if i := t.IndexOf(tk.id); i >= 0 {
-		t.rows[i].Speed = *sp
-	}
+	return *sp, learned
 }
 
 func ewma(old, x float64) float64 {

@@ -39,9 +39,6 @@ type Config struct {
 	Hash          ring.Hash     // ring hash; nil means xxhash64 (tests inject a readable one)
 	// Prefix sizes the prefix index (BlockChars 0: none).
 	Prefix PrefixConfig
-	// Indexers learn where prompts are cached, after placement memory
-	// (always first) and the prefix index.
-	Indexers []Indexer
 	// AdapterAffinity restricts a pick for a LoRA adapter to the replicas
 	// of the best adapter tier (resident, free slot, waiting, must evict;
 	// the llm-d lora-affinity scorer's order). false ignores adapters.
@@ -61,7 +58,19 @@ type snapshot struct {
 	share    []float64
 }
 
-// Table holds the routing state.
+// Table holds the routing state of one pool of replicas: the replica set
+// and its ring (an immutable snapshot swapped on membership change), each
+// replica's in-flight load, reports, health and learned speeds, and the
+// indexers (placement memory, the prefix index) that learn where prompts
+// are cached. Route and Release are the routing step and its end (both
+// drivers call them); the Set methods feed it what the driver learns.
+//
+// Locking: every exported method takes mu for its whole run, and nothing
+// inside calls out of the package while holding it except the policy's
+// Pick (pure, no callbacks) and the Peers' methods (which must not block
+// or call back into the Table). LoadView's fn runs under mu: it must not
+// call back into the Table. Nothing the Table hands out aliases its
+// mutable state except policy views passed to fn and Pick.
 type Table struct {
 	cfg Config
 
@@ -71,15 +80,15 @@ type Table struct {
 	snap       *snapshot
 	rows       []policy.Row // indexed like snap.names
 	total      policy.Load  // Σ rows' loads
-	touched    []int32      // rows whose Match a lookup set (cleared after the pick)
-	idx        []Indexer    // placement memory, then cfg.Indexers
+	match      matches      // what this pick's lookups raised (cleared after it)
+	idx        []indexer    // placement memory, then the prefix index
 	visited    []uint64     // scratch for ring walks
 	// req and view are reused by every Route (under mu): passed to the
 	// policy through an interface, they would otherwise escape to the heap.
 	req   policy.Request
 	dec   policy.Decision // the policy fills it in place at each pick
 	view  policy.View
-	query Query
+	query query
 	tk    Ticket
 	seq   uint64
 	mem   *memory
@@ -94,16 +103,11 @@ type Table struct {
 	nameOf []string
 	gen    []uint32          // gen[id] increments each time id joins the set
 	rep    []policy.Reported // rep[id]: the replica's last report (kept across membership changes)
-	speed  []policy.Speed    // speed[id]: learned rates (kept across membership changes)
+	speed  speeds            // speed[id]: learned rates (kept across membership changes)
 	routed []uint64          // routed[id]: tokens ever charged to it (placement memory's Sent)
 	index  []int32           // index[id] is its position in snap (-1 when absent)
-	// down[id] marks a replica its health checks call unhealthy: it takes no
-	// new requests (the policy picks among the others) until healthy again.
-	// downBits is the same by snapshot index; excl is scratch for Route.
-	down     []bool
-	nDown    int
-	downBits []uint64
-	excl     []uint64
+	health health            // which replicas take no new requests
+	excl   []uint64          // scratch: a pick's exclusions
 	// adapters[id] is the optimistic adapter memory of replica id
 	// (adapters.go); tiers and adExcl are scratch for an adapter's pick.
 	adapters [][]adapterUse
@@ -132,10 +136,10 @@ func New(cfg Config, p policy.Policy) *Table {
 
 		readsMatch: policy.ReadsMatch(p),
 		snap:       &snapshot{ring: ring.New(nil, 0, cfg.Hash)},
-		mem:        newMemory(cfg.MaxEntries, int64(cfg.TTL)),
+		mem:        newMemory(cfg.MaxEntries, int64(cfg.TTL), cfg.CharsPerToken),
 		idOf:       map[string]uint32{},
 	}
-	t.idx = []Indexer{t.mem}
+	t.idx = []indexer{t.mem}
 	if cfg.Prefix.BlockChars > 0 {
 		px, err := newPrefixIndexer(cfg.Prefix, cfg.CharsPerToken)
 		if err != nil {
@@ -144,7 +148,6 @@ func New(cfg Config, p policy.Policy) *Table {
 		t.idx = append(t.idx, px)
 		t.px = px
 	}
-	t.idx = append(t.idx, cfg.Indexers...)
 	return t
 }
 
@@ -169,7 +172,7 @@ func (t *Table) Policy() policy.Policy {
 func (t *Table) Reset() {
 	t.mu.Lock()
 	for _, ix := range t.idx {
-		ix.Reset()
+		ix.reset()
 	}
 	t.resetAdapters()
 	t.seq = 0
@@ -215,7 +218,7 @@ func (t *Table) SetReplicas(rs []replicaset.Replica) bool {
 	for _, id := range t.snap.ids {
 		if t.index[id] < 0 {
 			for _, ix := range t.idx {
-				ix.Forget(id) // left the set: whatever it held is gone
+				ix.forget(id) // left the set: whatever it held is gone
 			}
 			t.forgetAdapters(id)
 		}
@@ -232,7 +235,7 @@ func (t *Table) SetReplicas(rs []replicaset.Replica) bool {
 	t.excl = make([]uint64, (len(rs)+63)/64)
 	t.adExcl = make([]uint64, (len(rs)+63)/64)
 	t.tiers = make([]int8, len(rs))
-	t.rebuildDown()
+	t.health.rebuild(s.ids)
 	return true
 }
 
@@ -251,11 +254,10 @@ func (t *Table) SetHealthy(name string, healthy bool) bool {
 		}
 		id = t.intern(name)
 	}
-	if t.down[id] == !healthy {
+	if !t.health.set(id, healthy) {
 		return false
 	}
-	t.down[id] = !healthy
-	t.rebuildDown()
+	t.health.rebuild(t.snap.ids)
 	return true
 }
 
@@ -270,7 +272,7 @@ func (t *Table) intern(name string) uint32 {
 	t.nameOf = append(t.nameOf, name)
 	t.gen = append(t.gen, 0)
 	t.index = append(t.index, -1)
-	t.down = append(t.down, false)
+	t.health.grow()
 	t.rep = append(t.rep, policy.Reported{})
 	t.speed = append(t.speed, policy.Speed{})
 	t.routed = append(t.routed, 0)
@@ -291,26 +293,15 @@ func (t *Table) SetReported(name string, r policy.Reported) {
 	}
 }
 
-// rebuildDown recomputes the snapshot-indexed bitset of unhealthy replicas.
-func (t *Table) rebuildDown() {
-	n := len(t.snap.names)
-	t.downBits = make([]uint64, (n+63)/64)
-	t.nDown = 0
-	for i, id := range t.snap.ids {
-		if t.down[id] {
-			t.downBits[i/64] |= 1 << (i % 64)
-			t.nDown++
-		}
-	}
-}
-
 // Input is what the driver knows about a request before routing it.
 type Input struct {
-	Key       string // conversation key
-	Hash      uint64 // ring.HashString(Key)
-	Chars     int    // prompt length in characters (for the token estimate)
-	Tokens    int    // exact prompt tokens when the request carries them (token arrays); 0 = estimate
-	MaxTokens int    // expected output tokens
+	Key    string // conversation key
+	Hash   uint64 // ring.HashString(Key)
+	Chars  int    // prompt length in characters (for the token estimate)
+	Tokens int    // exact prompt tokens when the request carries them (token arrays); 0 = estimate
+	// OutputTokens is the expected output (max_tokens, or the configured
+	// default): policy.Request.OutputTokens.
+	OutputTokens int
 	// Blocks are the prompt's chained block hashes (prefix.Hasher), for the
 	// prefix index. The Ticket keeps a reference: the caller must not
 	// change the slice until it releases the ticket.
@@ -324,7 +315,7 @@ type Input struct {
 	// The table remembers the string as given for a while: pass one that
 	// does not hold a large buffer (pool.Route.Adapter does not). With
 	// affinity or without, its salt keys the request's routing memory apart
-	// (Query.Salt), as the engines keep each adapter's cache apart.
+	// (query.Salt), as the engines keep each adapter's cache apart.
 	Adapter string
 }
 
@@ -353,26 +344,15 @@ type Ticket struct {
 
 	adapter string // Input.Adapter when the tier applied (Release decrements its count)
 	id, gen uint32
-	key     uint64 // the conversation key hash, salted (Query.Key)
-	salt    uint64 // the adapter's salt (Query.Salt): its blocks are keyed block ^ salt
+	key     uint64 // the conversation key hash, salted (query.Key)
+	salt    uint64 // the adapter's salt (query.Salt): its blocks are keyed block ^ salt
 	chars   int32
-	output  int32  // the output tokens the request asked for (Input.MaxTokens)
+	output  int32  // the output tokens the request asked for (Input.OutputTokens)
 	sent    uint64 // the replica's routed-token count at release (set by Release)
 	blocks  []uint64
 	// match is the view's Match on Replica at the pick (all indexers).
 	match int
 }
-
-// ID is the interned id of the ticket's replica (stable for the table's
-// lifetime), as indexers see it.
-func (tk *Ticket) ID() uint32 { return tk.id }
-
-// Blocks are the prompt's block hashes the request was routed with.
-func (tk *Ticket) Blocks() []uint64 { return tk.blocks }
-
-// Salt is the salt of the request's adapter (Query.Salt; 0 for the base
-// model): an indexer keys Blocks as block ^ Salt.
-func (tk *Ticket) Salt() uint64 { return tk.salt }
 
 // Route picks a replica for in with the current policy and charges it. now
 // is the caller's clock in nanoseconds (wall or virtual). exclude names
@@ -394,31 +374,26 @@ func (t *Table) RouteWith(p policy.Policy, in Input, now int64, exclude ...strin
 	return t.route(p, policy.ReadsMatch(p), in, now, exclude)
 }
 
-// route picks with pol. Placement memory is always consulted (it gives the
-// request's Last and the token estimate); the other indexers only raise
-// rows' Match, so they are consulted only when the policy reads it
+// route is the routing step, top to bottom: look the request up (where
+// its conversation and its prompt's blocks are believed cached), build the
+// view (exclusions: unhealthy replicas, those that failed for this
+// request, and with adapter affinity those of worse adapter tiers), let
+// the policy pick, charge the replica, and announce the pick to the
+// indexers and the peers. Placement memory is always consulted (it gives
+// the request's Last and the token estimate); the other indexers only
+// raise rows' Match, so they are consulted only when the policy reads it
 // (readsMatch): a prefix lookup against 1,000 replicas is the costliest
-// step of a pick. They learn from every request either way.
+// step of a pick. They learn from every request either way. t.mu is held.
 func (t *Table) route(pol policy.Policy, readsMatch bool, in Input, now int64, exclude []string) (Ticket, policy.Decision, error) {
-	s := t.snap
-	if len(s.names) == 0 {
+	if len(t.snap.names) == 0 {
 		return Ticket{}, policy.Decision{}, ErrNoReplica
 	}
 	t.mem.expire(now)
 	req, q, v := t.lookup(in, readsMatch, now)
 	t.seq++
-	defer t.clearMatches()
-	if len(exclude) > 0 || t.nDown > 0 {
-		v.Exclude = t.excl
-		copy(v.Exclude, t.downBits)
-		left := len(s.names) - t.nDown
-		for _, name := range exclude {
-			if i, ok := slices.BinarySearch(s.names, name); ok && v.Exclude[i/64]&(1<<(i%64)) == 0 {
-				v.Exclude[i/64] |= 1 << (i % 64)
-				left--
-			}
-		}
-		if left <= 0 {
+	defer t.match.clear()
+	if len(exclude) > 0 || t.health.n > 0 {
+		if t.exclude(v, exclude...) <= 0 {
 			return Ticket{}, policy.Decision{}, ErrNoReplica
 		}
 	}
@@ -428,6 +403,43 @@ func (t *Table) route(pol policy.Policy, readsMatch bool, in Input, now int64, e
 	}
 	d := &t.dec
 	pol.Pick(req, v, d)
+	t.tk = t.charge(in, req, q, d)
+	if adapter {
+		r := d.Replica
+		t.tk.AdapterTier, t.tk.adapter = int(t.tiers[r]), in.Adapter
+		t.adapterRouted(t.snap.ids[r], in.Adapter, t.rows[r].Reported.Adapters.Max, now)
+	}
+	t.announce(q, now)
+	return t.tk, *d, nil // as the indexers completed it (the prefix index's expectation)
+}
+
+// exclude sets v's exclusions to the unhealthy replicas and the named ones
+// (unknown names are ignored) and returns how many replicas are left.
+func (t *Table) exclude(v *policy.View, names ...string) int {
+	s := t.snap
+	v.Exclude = t.excl
+	copy(v.Exclude, t.health.bits)
+	left := len(s.names) - t.health.n
+	for _, name := range names {
+		left -= t.exclude1(v, name)
+	}
+	return left
+}
+
+// exclude1 adds the named replica to v's exclusions (v.Exclude is t.excl)
+// and returns 1 if it was not excluded yet, else 0.
+func (t *Table) exclude1(v *policy.View, name string) int {
+	if i, ok := slices.BinarySearch(t.snap.names, name); ok && v.Exclude[i/64]&(1<<(i%64)) == 0 {
+		v.Exclude[i/64] |= 1 << (i % 64)
+		return 1
+	}
+	return 0
+}
+
+// charge counts the pick d (its charge bounded) in the picked replica's
+// load and the total, and returns the request's ticket.
+func (t *Table) charge(in Input, req *policy.Request, q *query, d *policy.Decision) Ticket {
+	s := t.snap
 	r := d.Replica
 	d.Charge = min(max(d.Charge, 0), MaxCharge)
 	t.rows[r].Load.Requests++
@@ -444,56 +456,32 @@ func (t *Table) route(pol policy.Policy, readsMatch bool, in Input, now int64, e
 	if req.Last >= 0 {
 		tk.CachedOn = s.names[req.Last]
 	}
-	if adapter {
-		tk.AdapterTier, tk.adapter = int(t.tiers[r]), in.Adapter
-		t.adapterRouted(s.ids[r], in.Adapter, t.rows[r].Reported.Adapters.Max, now)
-	}
 	if req.Last == r {
 		tk.ExpectCached = req.CachedTokens
 	} else if req.Last >= 0 && req.CachedTokens > 0 {
 		tk.Moved = true
 	}
-	// The indexers see a copy held by the table: passed through the
-	// interface, the caller's ticket would escape to the heap.
-	t.tk = tk
+	return tk
+}
+
+// announce tells the indexers and the peers where t.tk was routed. The
+// indexers see the copy held by the table: passed through the interface,
+// the caller's ticket would escape to the heap.
+func (t *Table) announce(q *query, now int64) {
 	for _, ix := range t.idx {
-		ix.Routed(q, &t.tk, now)
+		ix.routed(q, &t.tk, now)
 	}
 	if t.peers != nil {
 		t.publishRouted(&t.tk, now)
 	}
-	return t.tk, *d, nil // as the indexers completed it (the prefix index's expectation)
 }
 
-// SetMatch raises row i's Match to tokens (an indexer's Lookup calls it).
-func (t *Table) SetMatch(i int, tokens int) {
-	row := &t.rows[i]
-	if tokens <= row.Match {
-		return
-	}
-	if row.Match == 0 {
-		t.touched = append(t.touched, int32(i))
-	}
-	row.Match = tokens
-}
-
-// IDs returns the interned ids of the snapshot's replicas, indexed like the
-// view's rows (indexers' Lookup reads it).
-func (t *Table) IDs() []uint32 { return t.snap.ids }
-
-// IndexOf returns the row index of interned id, or -1 (not in the set).
-func (t *Table) IndexOf(id uint32) int {
+// indexOf returns the row index of interned id, or -1 (not in the set).
+func (t *Table) indexOf(id uint32) int {
 	if int(id) >= len(t.index) {
 		return -1
 	}
 	return int(t.index[id])
-}
-
-func (t *Table) clearMatches() {
-	for _, i := range t.touched {
-		t.rows[i].Match = 0
-	}
-	t.touched = t.touched[:0]
 }
 
 // estimate returns the prompt token estimate: exact when the request carries
@@ -559,13 +547,17 @@ func (t *Table) Release(tk *Ticket, out Outcome, now int64) Feedback {
 		t.tk.sent = t.routed[tk.id]
 	}
 	for _, ix := range t.idx {
-		ix.Finished(&t.tk, out, now)
+		ix.finished(&t.tk, out, now)
 	}
 	if t.peers != nil {
 		t.publishReleased(&t.tk, out, now)
 	}
 	if out.OK && out.Known {
-		t.learnSpeed(tk, &out)
+		if sp, ok := t.speed.learn(tk.id, &out); ok {
+			if i := t.indexOf(tk.id); i >= 0 {
+				t.rows[i].Speed = sp
+			}
+		}
 	}
 	t.mem.expire(now)
 	return fb

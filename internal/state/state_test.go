@@ -39,7 +39,7 @@ func newTable(t testing.TB, pol string) *Table {
 }
 
 func in(key string, chars, maxTokens int) Input {
-	return Input{Key: key, Hash: ring.HashString(key), Chars: chars, MaxTokens: maxTokens}
+	return Input{Key: key, Hash: ring.HashString(key), Chars: chars, OutputTokens: maxTokens}
 }
 
 func TestNoReplica(t *testing.T) {
@@ -182,7 +182,7 @@ func TestConcurrentRouteRelease(t *testing.T) {
 }
 
 func TestPlacementMemoryLRUAndTTL(t *testing.T) {
-	m := newMemory(3, 100)
+	m := newMemory(3, 100, 4)
 	for k := uint64(1); k <= 3; k++ {
 		m.put(k, Place{Replica: uint32(k)}, 0)
 	}
@@ -217,7 +217,7 @@ func TestPlacementMemoryBytes(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	m := newMemory(n, 1<<62)
+	m := newMemory(n, 1<<62, 4)
 	for k := uint64(0); k < n; k++ {
 		m.put(k*0x9e3779b97f4a7c15, Place{Replica: 1, Cached: 1000}, int64(k))
 	}

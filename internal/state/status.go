@@ -40,7 +40,7 @@ func (t *Table) Status() Status {
 	st := Status{Policy: t.pol.Name(), Memory: t.mem.len(), Replicas: make([]ReplicaStatus, len(t.snap.names))}
 	for i, r := range t.snap.replicas {
 		st.Replicas[i] = ReplicaStatus{Replica: r, Load: t.rows[i].Load, Reported: t.rows[i].Reported, Speed: t.rows[i].Speed,
-			RingShare: t.snap.share[i], Healthy: !t.down[t.snap.ids[i]]}
+			RingShare: t.snap.share[i], Healthy: t.health.healthy(t.snap.ids[i])}
 	}
 	return st
 }

@@ -19,8 +19,8 @@ func (t *Table) LoadView(now int64, fn func(v *policy.View) float64) float64 {
 	defer t.mu.Unlock()
 	s := t.snap
 	v := &policy.View{Names: s.names, Ring: s.ring, Rows: t.rows, Total: t.total, Now: now}
-	if t.nDown > 0 {
-		v.Exclude = t.downBits
+	if t.health.n > 0 {
+		v.Exclude = t.health.bits
 	}
 	return fn(v)
 }
@@ -28,21 +28,23 @@ func (t *Table) LoadView(now int64, fn func(v *policy.View) float64) float64 {
 // lookup is the part of a pick that Route and Candidates share: it fills
 // the table's request and query for in (placement memory always, the other
 // indexers only when the policy reads Match), and the view's base — rows,
-// loads, scratch, peers' loads. The caller defers t.clearMatches() and sets
+// loads, scratch, peers' loads. The caller defers t.match.clear() and sets
 // the view's exclusions; t.mu is held.
-func (t *Table) lookup(in Input, readsMatch bool, now int64) (*policy.Request, *Query, *policy.View) {
+func (t *Table) lookup(in Input, readsMatch bool, now int64) (*policy.Request, *query, *policy.View) {
 	s := t.snap
 	req := &t.req
-	*req = policy.Request{Hash: in.Hash, OutputTokens: min(max(in.MaxTokens, 0), MaxCharge/2), Seq: t.seq, Last: -1,
+	*req = policy.Request{Hash: in.Hash, OutputTokens: min(max(in.OutputTokens, 0), MaxCharge/2), Seq: t.seq, Last: -1,
 		FirstUser: in.FirstUser}
 	q := &t.query
 	salt := prefix.Salt(in.Adapter) // 0 for the base model: its keys as they are
-	*q = Query{Key: in.Hash ^ salt, Salt: salt, Blocks: in.Blocks, Chars: in.Chars}
+	*q = query{Key: in.Hash ^ salt, Salt: salt, Blocks: in.Blocks, Chars: in.Chars}
+	m := &t.match
+	m.rows, m.ids, m.index = t.rows, s.ids, t.index
 	for i, ix := range t.idx {
 		if i > 0 && !readsMatch {
 			break
 		}
-		ix.Lookup(q, t, now)
+		ix.lookup(q, m, now)
 	}
 	place, known := q.Place, q.Known
 	if known {
