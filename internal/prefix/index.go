@@ -110,6 +110,7 @@ type Index struct {
 	found   []int32          // Insert's scratch: the nodes of a prompt's held leading blocks
 
 	wide wideHolders // holders in slots >= 64 (wide.go)
+	list candList    // Match's last long candidate list (list.go)
 }
 
 const nilNode = -1
@@ -189,6 +190,7 @@ func (ix *Index) addSlot(id uint32) int32 {
 	}
 	ix.tailAt[s] = math.MaxInt64
 	ix.slotOf[id] = s + 1
+	ix.moved(id, s)
 	return s
 }
 
@@ -351,6 +353,7 @@ func (ix *Index) Forget(replica uint32) {
 	ix.reps[s] = rep{head: nilNode, tail: nilNode, where: r.where}
 	ix.tailAt[s] = math.MaxInt64
 	ix.slotOf[replica] = 0
+	ix.moved(replica, -1)
 }
 
 // Expire drops every block not touched for longer than the TTL and returns
