@@ -208,15 +208,34 @@ func (ix *Index) Insert(replica uint32, blocks []uint64, now int64) {
 // InsertSalted is Insert for an adapter's prompt: each block is recorded as
 // block ^ salt (salt.go; salt 0 is Insert). blocks is not modified.
 func (ix *Index) InsertSalted(replica uint32, blocks []uint64, salt uint64, now int64) {
+	ix.insert(replica, blocks, salt, now, false)
+}
+
+// MatchInsertSalted is MatchSalted of the one replica, then InsertSalted of
+// the blocks on it, in one walk of its list: it returns the leading blocks
+// the replica held, unexpired at now, before the insert.
+func (ix *Index) MatchInsertSalted(replica uint32, blocks []uint64, salt uint64, now int64) int32 {
+	return ix.insert(replica, blocks, salt, now, true)
+}
+
+// insert is InsertSalted; with match, it returns what MatchSalted of the
+// one replica would have said before it (else 0).
+func (ix *Index) insert(replica uint32, blocks []uint64, salt uint64, now int64, match bool) int32 {
 	if len(blocks) == 0 {
-		return
+		return 0
 	}
 	s := ix.slot(replica)
 	if s < 0 {
 		s = ix.addSlot(replica)
 	}
 	r := &ix.reps[s]
+	var matched int32 = -1 // the walk below counts it, unless time went back
 	if now < r.newest {
+		if match {
+			var one [1]int32
+			ix.MatchSalted(blocks, salt, now, []uint32{replica}, one[:])
+			matched = one[0]
+		}
 		now = r.newest
 	}
 	r.newest = now
@@ -228,6 +247,9 @@ func (ix *Index) InsertSalted(replica uint32, blocks []uint64, salt uint64, now 
 	}
 	found := ix.found[:len(blocks)]
 	held := ix.follow(s, blocks, salt, 0, found)
+	if matched < 0 {
+		matched = int32(held)
+	}
 	for i := len(blocks) - 1; i >= 0; i-- {
 		b := blocks[i] ^ salt
 		n := int32(nilNode)
@@ -244,6 +266,10 @@ func (ix *Index) InsertSalted(replica uint32, blocks []uint64, salt uint64, now 
 		ix.insertNew(s, b, now)
 	}
 	ix.syncTail(s)
+	if !match {
+		return 0
+	}
+	return matched
 }
 
 // insertNew makes block b the most recently touched block of slot s, which
