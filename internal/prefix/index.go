@@ -98,16 +98,16 @@ type Index struct {
 	cfg       Config
 	capBlocks int32
 
-	blocks  map[uint64]int32 // block hash → its entry in ents
-	ents    []entry          // slab; free entries are linked through over
-	entFree int32            // head of the entries' free list, +1 (0: empty)
-	slotOf  []int32          // by replica id: slot+1, 0 when unknown
-	reps    []rep            // by slot
-	nodes   []node           // slab; free nodes are linked through next
-	free    int32            // head of the free list, nilNode if empty
-	used    int              // nodes in use
-	tailAt  []int64          // by slot: its LRU tail's touch time (math.MaxInt64: none)
-	found   []int32          // Insert's scratch: the nodes of a prompt's held leading blocks
+	blocks  blockTable // block hash → its entry in ents (blocks.go)
+	ents    []entry    // slab; free entries are linked through over
+	entFree int32      // head of the entries' free list, +1 (0: empty)
+	slotOf  []int32    // by replica id: slot+1, 0 when unknown
+	reps    []rep      // by slot
+	nodes   []node     // slab; free nodes are linked through next
+	free    int32      // head of the free list, nilNode if empty
+	used    int        // nodes in use
+	tailAt  []int64    // by slot: its LRU tail's touch time (math.MaxInt64: none)
+	found   []int32    // Insert's scratch: the nodes of a prompt's held leading blocks
 
 	wide wideHolders // holders in slots >= 64 (wide.go)
 	list candList    // Match's last long candidate list (list.go)
@@ -116,6 +116,7 @@ type Index struct {
 const nilNode = -1
 
 type entry struct {
+	block   uint64 // its block (the key of its slot in blocks)
 	mask    uint64 // holders among slots 0..63
 	holders int32  // all holders
 	over    int32  // holders in slots >= 64: head node of their chain, +1 (0: none)
@@ -149,7 +150,6 @@ func New(cfg Config) (*Index, error) {
 	return &Index{
 		cfg:       cfg,
 		capBlocks: int32(cfg.CapacityBlocks()),
-		blocks:    make(map[uint64]int32),
 		free:      nilNode,
 	}, nil
 }
@@ -290,10 +290,11 @@ func (ix *Index) insertNew(s int32, b uint64, now int64) {
 	r.head = n
 	r.count++
 	r.where[b] = n
-	ei, ok := ix.blocks[b]
+	ei, ok := ix.lookupBlock(b)
 	if !ok {
 		ei = ix.allocEntry()
-		ix.blocks[b] = ei
+		ix.ents[ei].block = b
+		ix.addBlock(b, ei)
 	}
 	ix.nodes[n].ent = ei
 	e := &ix.ents[ei]
@@ -468,7 +469,7 @@ func (ix *Index) unhold(b uint64, s int32, n int32) {
 		ix.unholdWide(e, n)
 	}
 	if e.holders <= 0 {
-		delete(ix.blocks, b)
+		ix.dropBlock(b, ei)
 		ix.ents[ei] = entry{over: ix.entFree}
 		ix.entFree = ei + 1
 	}
@@ -477,7 +478,7 @@ func (ix *Index) unhold(b uint64, s int32, n int32) {
 // entry returns block b's entry (the zero entry, no holders, if none holds
 // it).
 func (ix *Index) entry(b uint64) entry {
-	if ei, ok := ix.blocks[b]; ok {
+	if ei, ok := ix.lookupBlock(b); ok {
 		return ix.ents[ei]
 	}
 	return entry{}
@@ -547,13 +548,12 @@ type ReplicaStats struct {
 }
 
 // Sizes behind Stats.Bytes: a node in the slab, an entry in its slab, a slot
-// of the per-replica map and of the block map (both uint64 → int32, padded),
-// each map slot with its control byte, at the Go map's 7/8 maximum load.
+// of the per-replica map (uint64 → int32, padded) with its control byte, at
+// the Go map's 7/8 maximum load (the block table counts its own, blocks.go).
 const (
 	nodeBytes       = 40
-	entryBytes      = 24
+	entryBytes      = 32
 	whereSlotBytes  = 16 + 1
-	blockSlotBytes  = 16 + 1
 	mapLoadNumer    = 8
 	mapLoadDenom    = 7
 	repFixedBytes   = 64 // rep struct + slotOf entry + map header
@@ -565,7 +565,7 @@ const (
 func (ix *Index) Stats() Stats {
 	var st Stats
 	st.Pairs = ix.used
-	st.Blocks = len(ix.blocks)
+	st.Blocks = ix.blocks.n
 	whereSlots := 0
 	for _, r := range ix.reps {
 		if !r.live {
@@ -584,7 +584,7 @@ func (ix *Index) Stats() Stats {
 		int64(cap(ix.tailAt))*8 + int64(cap(ix.found))*4 +
 		int64(len(ix.reps)+len(ix.slotOf))*repFixedBytes/2 +
 		int64(whereSlots)*whereSlotBytes*mapLoadNumer/mapLoadDenom +
-		int64(st.Blocks)*blockSlotBytes*mapLoadNumer/mapLoadDenom +
+		ix.blocks.bytes() +
 		ix.wide.bytes()
 	return st
 }
