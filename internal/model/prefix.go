@@ -114,25 +114,18 @@ func isPrefix(a, b *seq) bool {
 
 // prefixIndex counts, for each chain hash, the indexed sequences holding it.
 type prefixIndex struct {
-	count map[uint64]int32
+	count counts
 }
 
 func (x *prefixIndex) add(blocks []uint64) {
-	if x.count == nil {
-		x.count = make(map[uint64]int32)
-	}
 	for _, h := range blocks {
-		x.count[h]++
+		x.count.inc(h)
 	}
 }
 
 func (x *prefixIndex) remove(blocks []uint64) {
 	for _, h := range blocks {
-		if c := x.count[h]; c <= 1 {
-			delete(x.count, h)
-		} else {
-			x.count[h] = c - 1
-		}
+		x.count.dec(h)
 	}
 }
 
@@ -143,7 +136,7 @@ func (x *prefixIndex) depth(blocks []uint64) int {
 	lo, hi := 0, len(blocks) // invariant: depth in [lo, hi]
 	for lo < hi {
 		mid := (lo + hi + 1) / 2
-		if x.count[blocks[mid-1]] > 0 {
+		if x.count.get(blocks[mid-1]) > 0 {
 			lo = mid
 		} else {
 			hi = mid - 1

@@ -98,23 +98,25 @@ type Index struct {
 	cfg       Config
 	capBlocks int32
 
-	blocks  map[uint64]int32 // block hash → its entry in ents
-	ents    []entry          // slab; free entries are linked through over
-	entFree int32            // head of the entries' free list, +1 (0: empty)
-	slotOf  []int32          // by replica id: slot+1, 0 when unknown
-	reps    []rep            // by slot
-	nodes   []node           // slab; free nodes are linked through next
-	free    int32            // head of the free list, nilNode if empty
-	used    int              // nodes in use
-	tailAt  []int64          // by slot: its LRU tail's touch time (math.MaxInt64: none)
-	found   []int32          // Insert's scratch: the nodes of a prompt's held leading blocks
+	blocks  blockTable // block hash → its entry in ents (blocks.go)
+	ents    []entry    // slab; free entries are linked through over
+	entFree int32      // head of the entries' free list, +1 (0: empty)
+	slotOf  []int32    // by replica id: slot+1, 0 when unknown
+	reps    []rep      // by slot
+	nodes   []node     // slab; free nodes are linked through next
+	free    int32      // head of the free list, nilNode if empty
+	used    int        // nodes in use
+	tailAt  []int64    // by slot: its LRU tail's touch time (math.MaxInt64: none)
+	found   []int32    // Insert's scratch: the nodes of a prompt's held leading blocks
 
 	wide wideHolders // holders in slots >= 64 (wide.go)
+	list candList    // Match's last long candidate list (list.go)
 }
 
 const nilNode = -1
 
 type entry struct {
+	block   uint64 // its block (the key of its slot in blocks)
 	mask    uint64 // holders among slots 0..63
 	holders int32  // all holders
 	over    int32  // holders in slots >= 64: head node of their chain, +1 (0: none)
@@ -148,7 +150,6 @@ func New(cfg Config) (*Index, error) {
 	return &Index{
 		cfg:       cfg,
 		capBlocks: int32(cfg.CapacityBlocks()),
-		blocks:    make(map[uint64]int32),
 		free:      nilNode,
 	}, nil
 }
@@ -189,6 +190,7 @@ func (ix *Index) addSlot(id uint32) int32 {
 	}
 	ix.tailAt[s] = math.MaxInt64
 	ix.slotOf[id] = s + 1
+	ix.moved(id, s)
 	return s
 }
 
@@ -206,15 +208,34 @@ func (ix *Index) Insert(replica uint32, blocks []uint64, now int64) {
 // InsertSalted is Insert for an adapter's prompt: each block is recorded as
 // block ^ salt (salt.go; salt 0 is Insert). blocks is not modified.
 func (ix *Index) InsertSalted(replica uint32, blocks []uint64, salt uint64, now int64) {
+	ix.insert(replica, blocks, salt, now, false)
+}
+
+// MatchInsertSalted is MatchSalted of the one replica, then InsertSalted of
+// the blocks on it, in one walk of its list: it returns the leading blocks
+// the replica held, unexpired at now, before the insert.
+func (ix *Index) MatchInsertSalted(replica uint32, blocks []uint64, salt uint64, now int64) int32 {
+	return ix.insert(replica, blocks, salt, now, true)
+}
+
+// insert is InsertSalted; with match, it returns what MatchSalted of the
+// one replica would have said before it (else 0).
+func (ix *Index) insert(replica uint32, blocks []uint64, salt uint64, now int64, match bool) int32 {
 	if len(blocks) == 0 {
-		return
+		return 0
 	}
 	s := ix.slot(replica)
 	if s < 0 {
 		s = ix.addSlot(replica)
 	}
 	r := &ix.reps[s]
+	var matched int32 = -1 // the walk below counts it, unless time went back
 	if now < r.newest {
+		if match {
+			var one [1]int32
+			ix.MatchSalted(blocks, salt, now, []uint32{replica}, one[:])
+			matched = one[0]
+		}
 		now = r.newest
 	}
 	r.newest = now
@@ -226,6 +247,9 @@ func (ix *Index) InsertSalted(replica uint32, blocks []uint64, salt uint64, now 
 	}
 	found := ix.found[:len(blocks)]
 	held := ix.follow(s, blocks, salt, 0, found)
+	if matched < 0 {
+		matched = int32(held)
+	}
 	for i := len(blocks) - 1; i >= 0; i-- {
 		b := blocks[i] ^ salt
 		n := int32(nilNode)
@@ -242,6 +266,10 @@ func (ix *Index) InsertSalted(replica uint32, blocks []uint64, salt uint64, now 
 		ix.insertNew(s, b, now)
 	}
 	ix.syncTail(s)
+	if !match {
+		return 0
+	}
+	return matched
 }
 
 // insertNew makes block b the most recently touched block of slot s, which
@@ -262,10 +290,11 @@ func (ix *Index) insertNew(s int32, b uint64, now int64) {
 	r.head = n
 	r.count++
 	r.where[b] = n
-	ei, ok := ix.blocks[b]
+	ei, ok := ix.lookupBlock(b)
 	if !ok {
 		ei = ix.allocEntry()
-		ix.blocks[b] = ei
+		ix.ents[ei].block = b
+		ix.addBlock(b, ei)
 	}
 	ix.nodes[n].ent = ei
 	e := &ix.ents[ei]
@@ -351,6 +380,7 @@ func (ix *Index) Forget(replica uint32) {
 	ix.reps[s] = rep{head: nilNode, tail: nilNode, where: r.where}
 	ix.tailAt[s] = math.MaxInt64
 	ix.slotOf[replica] = 0
+	ix.moved(replica, -1)
 }
 
 // Expire drops every block not touched for longer than the TTL and returns
@@ -439,7 +469,7 @@ func (ix *Index) unhold(b uint64, s int32, n int32) {
 		ix.unholdWide(e, n)
 	}
 	if e.holders <= 0 {
-		delete(ix.blocks, b)
+		ix.dropBlock(b, ei)
 		ix.ents[ei] = entry{over: ix.entFree}
 		ix.entFree = ei + 1
 	}
@@ -448,7 +478,7 @@ func (ix *Index) unhold(b uint64, s int32, n int32) {
 // entry returns block b's entry (the zero entry, no holders, if none holds
 // it).
 func (ix *Index) entry(b uint64) entry {
-	if ei, ok := ix.blocks[b]; ok {
+	if ei, ok := ix.lookupBlock(b); ok {
 		return ix.ents[ei]
 	}
 	return entry{}
@@ -518,13 +548,12 @@ type ReplicaStats struct {
 }
 
 // Sizes behind Stats.Bytes: a node in the slab, an entry in its slab, a slot
-// of the per-replica map and of the block map (both uint64 → int32, padded),
-// each map slot with its control byte, at the Go map's 7/8 maximum load.
+// of the per-replica map (uint64 → int32, padded) with its control byte, at
+// the Go map's 7/8 maximum load (the block table counts its own, blocks.go).
 const (
 	nodeBytes       = 40
-	entryBytes      = 24
+	entryBytes      = 32
 	whereSlotBytes  = 16 + 1
-	blockSlotBytes  = 16 + 1
 	mapLoadNumer    = 8
 	mapLoadDenom    = 7
 	repFixedBytes   = 64 // rep struct + slotOf entry + map header
@@ -536,7 +565,7 @@ const (
 func (ix *Index) Stats() Stats {
 	var st Stats
 	st.Pairs = ix.used
-	st.Blocks = len(ix.blocks)
+	st.Blocks = ix.blocks.n
 	whereSlots := 0
 	for _, r := range ix.reps {
 		if !r.live {
@@ -555,7 +584,7 @@ func (ix *Index) Stats() Stats {
 		int64(cap(ix.tailAt))*8 + int64(cap(ix.found))*4 +
 		int64(len(ix.reps)+len(ix.slotOf))*repFixedBytes/2 +
 		int64(whereSlots)*whereSlotBytes*mapLoadNumer/mapLoadDenom +
-		int64(st.Blocks)*blockSlotBytes*mapLoadNumer/mapLoadDenom +
+		ix.blocks.bytes() +
 		ix.wide.bytes()
 	return st
 }

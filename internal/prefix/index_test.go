@@ -419,3 +419,28 @@ func TestMatchAndInsertAllocateNothing(t *testing.T) {
 		t.Errorf("Insert: %v allocations, want 0", a)
 	}
 }
+
+// TestMatchInsertIsMatchThenInsert: MatchInsertSalted says what
+// MatchSalted of the one replica says just before it, and leaves the index
+// as InsertSalted does, also when a replica's time goes back.
+func TestMatchInsertIsMatchThenInsert(t *testing.T) {
+	a, b := tiny(t, 6, 30), tiny(t, 6, 30)
+	r := rand.New(rand.NewPCG(21, 4))
+	ids := []uint32{0, 1, 2, 70}
+	now := int64(0)
+	for step := range 5000 {
+		now += int64(r.IntN(8)) - 2 // now and then back in time
+		id := ids[r.IntN(len(ids))]
+		p, salt := randomPrompt(r), uint64(r.IntN(2))
+		var one [1]int32
+		a.MatchSalted(p, salt, now, []uint32{id}, one[:])
+		a.InsertSalted(id, p, salt, now)
+		if got := b.MatchInsertSalted(id, p, salt, now); got != one[0] {
+			t.Fatalf("step %d: MatchInsertSalted %d, Match then Insert %d", step, got, one[0])
+		}
+		q := randomPrompt(r)
+		if x, y := match(a, q, now, ids...), match(b, q, now, ids...); !slices.Equal(x, y) {
+			t.Fatalf("step %d: the indexes differ after it: %v, %v", step, x, y)
+		}
+	}
+}

@@ -43,8 +43,12 @@ func (ix *Index) MatchSalted(blocks []uint64, salt uint64, now int64, replicas [
 	if ix.cfg.TTL > 0 {
 		cutoff = now - ix.cfg.TTL
 	}
-	var fast uint64 // candidates in slots 0..63
 	wide := ix.wide.begin(len(ix.reps))
+	if len(replicas) >= listMin {
+		ix.matchList(blocks, salt, now, cutoff, replicas, out)
+		return
+	}
+	var fast uint64 // candidates in slots 0..63
 	for _, id := range replicas {
 		s := ix.slot(id)
 		if s < 0 {
@@ -77,6 +81,39 @@ func (ix *Index) MatchSalted(blocks []uint64, salt uint64, now int64, replicas [
 			out[k] = depth[s]
 		default:
 			out[k] = wide.depth[s-64]
+		}
+	}
+}
+
+// matchList is MatchSalted for a long candidate list (list.go): the
+// candidates' slots and bitsets come from the list kept for the last one
+// passed, so a candidate costs reads of dense arrays, not a lookup.
+func (ix *Index) matchList(blocks []uint64, salt uint64, now, cutoff int64, replicas []uint32, out []int32) {
+	l := ix.listFor(replicas)
+	if ix.cfg.TTL > 0 {
+		for _, s := range l.slots {
+			if s >= 0 && ix.tailAt[s] < cutoff {
+				ix.expireSlot(s, now)
+			}
+		}
+	}
+	w := &ix.wide
+	var depth [64]int32
+	if l.fast != 0 {
+		ix.matchFast(blocks, salt, l.fast, &depth)
+	}
+	if l.anyWide {
+		copy(w.alive, l.wide)
+		ix.matchWide(blocks, salt)
+	}
+	for k, s := range l.slots {
+		switch {
+		case s < 0:
+			out[k] = 0
+		case s < 64:
+			out[k] = depth[s]
+		default:
+			out[k] = w.depth[s-64]
 		}
 	}
 }

@@ -76,3 +76,53 @@ func TestWideMatchesReference(t *testing.T) {
 		t.Fatalf("width %d, %d mask words at most: the test does not test wide.go", ix.wide.width, masks)
 	}
 }
+
+// TestKeptListFollowsSlots: Match passed the same long list at every call
+// (as a router passes all its replicas) keeps it (list.go); replicas that
+// are forgotten, come back in another slot, are new or listed twice must
+// still match as their own maps say.
+func TestKeptListFollowsSlots(t *testing.T) {
+	ix, err := New(Config{BlockChars: 4, CharsPerToken: 1, CapacityTokens: 4 * 30, TTL: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	const replicas = 200
+	ids := make([]uint32, replicas)
+	for i := range ids {
+		ids[i] = uint32(2 * i) // every other id: some never get a slot
+	}
+	dup := append(append([]uint32{}, ids[:100]...), ids[:100]...)
+	out := make([]int32, len(dup))
+	prompt := func() []uint64 {
+		p := make([]uint64, 1+rng.IntN(10))
+		for i := range p {
+			p[i] = uint64(i*10 + rng.IntN(3))
+		}
+		return p
+	}
+	for step := range 20000 {
+		now := int64(step / 10)
+		id := uint32(rng.IntN(2 * replicas))
+		switch op := rng.IntN(100); {
+		case op < 60:
+			ix.Insert(id, prompt(), now)
+		case op < 70:
+			ix.Forget(id)
+		case op < 72:
+			ix.Forget(id)
+			ix.Insert(uint32(rng.IntN(2*replicas)), prompt(), now) // takes the freed slot
+		}
+		list := ids
+		if step%97 == 0 {
+			list = dup
+		}
+		p := prompt()
+		ix.Match(p, now, list, out)
+		for k, id := range list {
+			if want := ix.reference(id, p); out[k] != want {
+				t.Fatalf("step %d: replica %d holds %d leading blocks of %v, Match says %d", step, id, want, p, out[k])
+			}
+		}
+	}
+}

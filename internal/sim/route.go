@@ -43,6 +43,7 @@ func (s *sim) route(u int32) error {
 	ref := &s.reps[r]
 	us.load = s.needsLoad(r, us.adapter)
 	id, err := s.groups[ref.group].Submit(s.now, int(ref.member), model.Request{Tokens: prompt, NPredict: turn.MaxTokens, Adapter: us.adapter})
+	s.changes[ref.group]++
 	if err != nil {
 		// The replica refuses it (llama.cpp answers 400, e.g. a prompt over
 		// the slot's context): the router releases the load, nothing is

@@ -97,6 +97,11 @@ type replicaRef struct {
 	group  int32
 	member int32
 	index  int32 // its replica index (the i of llm-i)
+	// load is what the replica's model reported at the last sample, read
+	// when its group's changes counter was loadAt (sample reads it again
+	// only after its group changed).
+	load   model.Load
+	loadAt uint32
 }
 
 // flight is a request in flight on a replica: its model id and its user.
@@ -128,6 +133,10 @@ type sim struct {
 	wakeAt  []time.Duration
 	wakeSet []bool
 	wakeVer []uint32
+	// changes[g] counts the calls that may have changed group g's models
+	// (Add, Submit, Advance): a replica's Load is a function of its model's
+	// state, which changes only in those calls.
+	changes []uint32
 	q       queue
 	now     time.Duration
 	users   []user
@@ -243,6 +252,7 @@ func (s *sim) addGroup(g *model.Group) {
 	s.wakeAt = append(s.wakeAt, 0)
 	s.wakeSet = append(s.wakeSet, false)
 	s.wakeVer = append(s.wakeVer, 0)
+	s.changes = append(s.changes, 1)
 	s.dead = append(s.dead, false)
 }
 
@@ -261,6 +271,7 @@ func (s *sim) addReplica(name string, index int) (int32, error) {
 	}
 	gi := len(s.groups) - 1
 	m, err := s.groups[gi].Add(s.replicaModel(index).WithSpeed(s.prof.ReplicaSpeed(index)))
+	s.changes[gi]++
 	if err != nil {
 		return 0, err
 	}
@@ -425,6 +436,7 @@ func (s *sim) reschedule(g int32) {
 func (s *sim) wake(g int32) error {
 	s.wakeSet[g] = false
 	s.evs = s.groups[g].Advance(s.now, s.evs[:0])
+	s.changes[g]++
 	for i := range s.evs {
 		ev := &s.evs[i]
 		s.res.ModelEvents++
@@ -507,7 +519,10 @@ func (s *sim) sample() {
 	rs := s.reports[:0] // in the table's order (snapIdx)
 	for _, r := range s.snapIdx {
 		ref := &s.reps[r]
-		l := s.groups[ref.group].Server(int(ref.member)).Load()
+		if ref.loadAt != s.changes[ref.group] {
+			ref.load, ref.loadAt = s.groups[ref.group].Server(int(ref.member)).Load(), s.changes[ref.group]
+		}
+		l := &ref.load
 		rs = append(rs, policy.Reported{
 			Running: float64(l.Processing), Waiting: float64(l.Deferred), KVUse: l.KVUsage,
 			HasQueue: true, HasKV: true, At: int64(s.now),

@@ -64,10 +64,10 @@ func (p *prefixIndexer) routed(q *query, tk *Ticket, now int64) {
 	if tk.match == 0 {
 		// The pick did not consult the index (its policy does not read
 		// Match): what the chosen replica was believed to hold is still
-		// the expectation Finished checks the replica's report against.
-		var one [1]int32
-		p.ix.MatchSalted(q.Blocks, q.Salt, now, []uint32{tk.id}, one[:])
-		tk.match = int(p.cfg.Tokens(one[0]))
+		// the expectation Finished checks the replica's report against,
+		// found by the insert's own walk of the replica's blocks.
+		tk.match = int(p.cfg.Tokens(p.ix.MatchInsertSalted(tk.id, q.Blocks, q.Salt, now)))
+		return
 	}
 	p.ix.InsertSalted(tk.id, q.Blocks, q.Salt, now)
 }
