@@ -3,6 +3,7 @@
 // hack/bench-proxy.sh, which starts everything):
 //
 //	bench-proxy replicas ADDR,ADDR,ADDR        serve fast fake replicas
+//	bench-proxy bare ADDR URL,URL,URL          serve the bare Go reverse proxy (bare.go)
 //	bench-proxy load --direct URL,URL,URL --target NAME=URL@PID ...
 //
 // The load rounds alternate between the targets (the order rotates every
@@ -23,7 +24,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: bench-proxy replicas ADDRS | load FLAGS")
+		fmt.Fprintln(os.Stderr, "usage: bench-proxy replicas ADDRS | bare ADDR URLS | load FLAGS")
 		os.Exit(2)
 	}
 	var err error
@@ -34,10 +35,16 @@ func main() {
 			break
 		}
 		err = runReplicas(strings.Split(os.Args[2], ","))
+	case "bare":
+		if len(os.Args) != 4 {
+			err = fmt.Errorf("bare: want an address and one comma-separated list of replica URLs")
+			break
+		}
+		err = runBare(os.Args[2], strings.Split(os.Args[3], ","))
 	case "load":
 		err = runLoad(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q (replicas, load)", os.Args[1])
+		err = fmt.Errorf("unknown command %q (replicas, bare, load)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-proxy:", err)
