@@ -35,10 +35,11 @@ type Filter struct {
 	onUsage func(Usage)
 	counter Counter // reads the counts itself instead of UsageOf (NewFilterTo)
 
-	in   []byte // bytes read, not yet a whole event (from readBuffers, returned on Close)
-	out  []byte // bytes ready for the caller
-	held []byte // a finish chunk waiting for the next event
-	err  error  // the body's error, returned once out is empty
+	in   []byte  // bytes read, not yet a whole event (in *pool, or grown out of it)
+	pool *[]byte // the buffer from readBuffers, returned on Close
+	out  []byte  // bytes ready for the caller
+	held []byte  // a finish chunk waiting for the next event
+	err  error   // the body's error, returned once out is empty
 
 	prompt int // Anthropic: message_start's prompt, for message_delta
 	cached int
@@ -84,8 +85,9 @@ var (
 // Read implements io.Reader.
 func (f *Filter) Read(p []byte) (int, error) {
 	for len(f.out) == 0 && f.err == nil {
-		if f.in == nil {
-			f.in = (*readBuffers.Get().(*[]byte))[:0]
+		if f.pool == nil {
+			f.pool = readBuffers.Get().(*[]byte)
+			f.in = (*f.pool)[:0]
 		}
 		if cap(f.in)-len(f.in) < readSize/2 {
 			f.in = slices.Grow(f.in, readSize)
@@ -115,11 +117,10 @@ func (f *Filter) Read(p []byte) (int, error) {
 
 // Close closes the wrapped body and gives the filter's buffer back.
 func (f *Filter) Close() error {
-	if f.in != nil && cap(f.in) == readSize {
-		b := f.in[:0]
-		readBuffers.Put(&b)
+	if f.pool != nil {
+		readBuffers.Put(f.pool)
+		f.pool, f.in = nil, nil
 	}
-	f.in = nil
 	return f.rc.Close()
 }
 
@@ -222,6 +223,9 @@ func (f *Filter) observe(data []byte) {
 
 // usageOnly reports whether data is a chunk with no choices and a usage.
 func (f *Filter) usageOnly(data []byte) bool {
+	if only, ok := fastUsageOnly(data); ok {
+		return only
+	}
 	var c struct {
 		Choices []json.RawMessage `json:"choices"`
 		Usage   json.RawMessage   `json:"usage"`
@@ -257,4 +261,51 @@ func appendMember(ev []byte, key string, val []byte) []byte {
 	out = append(out, '"', ':')
 	out = append(out, val...)
 	return append(out, ev[close:]...)
+}
+
+// fastUsageOnly is usageOnly's reading without decoding: the top-level
+// "choices" and "usage" (keys matched as encoding/json matches ASCII keys,
+// the last of each winning), for valid JSON. ok is false for a key with an
+// escape or a non-ASCII byte (encoding/json's Unicode folding): then
+// encoding/json reads it. TestFastUsageOnlyAgrees and FuzzUsageOnly hold it
+// to the decoding.
+func fastUsageOnly(data []byte) (only, ok bool) {
+	if !json.Valid(data) {
+		return false, true // Unmarshal fails: not a usage-only chunk
+	}
+	i := skipWS(data, 0)
+	if data[i] != '{' {
+		return false, true // null leaves the struct empty; other values fail
+	}
+	var choices, usage []byte
+	for i = skipWS(data, i+1); i < len(data) && data[i] == '"'; {
+		ks := i
+		i = skipString(data, i)
+		k := data[ks+1 : i-1]
+		for _, c := range k {
+			if c == '\\' || c >= 0x80 {
+				return false, false
+			}
+		}
+		vs := skipWS(data, skipWS(data, i)+1) // past the colon
+		ve := skipValue(data, vs)
+		switch v := data[vs:ve]; {
+		case bytes.EqualFold(k, []byte("choices")):
+			switch v[0] {
+			case '[':
+				choices = v
+			case 'n':
+				choices = nil
+			default:
+				return false, true // a type error: Unmarshal fails
+			}
+		case bytes.EqualFold(k, []byte("usage")):
+			usage = v
+		}
+		if i = skipWS(data, ve); i < len(data) && data[i] == ',' {
+			i = skipWS(data, i+1)
+		}
+	}
+	empty := choices != nil && choices[skipWS(choices, 1)] == ']'
+	return empty && usage != nil && !bytes.Equal(usage, []byte("null")), true
 }
