@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -82,6 +83,7 @@ func runLoad(args []string) error {
 	unloaded := fs.Duration("unloaded-duration", 2*time.Second, "length of an unloaded round")
 	conns := fs.Int("conns", 64, "connections of the loaded modes")
 	gap := fs.Int("gap-us", 1000, "spacing of stream events in the relay-delay mode, µs")
+	only := fs.String("modes", "", "the modes to run, comma-separated (loaded, loaded-stream, unloaded, unloaded-stream); \"\": all")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -97,6 +99,9 @@ func runLoad(args []string) error {
 		{name: "loaded-stream", conns: *conns, stream: true},
 		{name: "unloaded", conns: 1},
 		{name: "unloaded-stream", conns: 1, stream: true, gapUS: *gap},
+	}
+	if *only != "" {
+		modes = slices.DeleteFunc(modes, func(m mode) bool { return !slices.Contains(strings.Split(*only, ","), m.name) })
 	}
 	res := map[string]map[string][]sample{}
 	for _, m := range modes {
