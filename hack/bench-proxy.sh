@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # bench-proxy.sh: llm-ring's router against a direct call and against
-# HAProxy (consistent hashing with bounded loads) on the same loopback
-# traffic: 64 connections, 1 KiB POST bodies, three fast fake replicas,
+# HAProxy (consistent hashing with bounded loads) and a bare Go reverse
+# proxy (net/http's server, httputil.ReverseProxy and the router's
+# transport settings, a replica picked by a hash of x-conversation-id:
+# the floor of what net/http costs, hack/bench-proxy/bare.go) on the same
+# loopback traffic: 64 connections, 1 KiB POST bodies, three fast fake replicas,
 # rounds alternated. Prints one table per mode (loaded / unloaded,
 # streamed or not): throughput and its share of HAProxy's, CPU per proxied
 # request (from /proc/PID/stat), latency and what each proxy adds over the
@@ -41,6 +44,9 @@ sed -e "s#^listen: .*#listen: \"127.0.0.1:$port\"#" \
 pids+=($!)
 router_pid=$!
 targets=(--target "llm-ring=http://127.0.0.1:$port@$router_pid")
+"$tmp/bench-proxy" bare "127.0.0.1:$((port + 5))" "http://$r0,http://$r1,http://$r2" &
+pids+=($!)
+targets+=(--target "bare-go=http://127.0.0.1:$((port + 5))@$!")
 
 if command -v haproxy >/dev/null; then
 	cat >"$tmp/haproxy.cfg" <<EOF
@@ -67,7 +73,7 @@ EOF
 	haproxy -db -f "$tmp/haproxy.cfg" &
 	pids+=($!)
 	targets+=(--target "haproxy=http://127.0.0.1:$((port + 4))@$!")
-	haproxy -v | head -1
+	haproxy -v | sed -n 1p # sed reads it all: head would end haproxy with SIGPIPE (pipefail)
 else
 	echo "haproxy not found: measuring the router against the direct call only" >&2
 fi

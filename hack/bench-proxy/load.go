@@ -118,19 +118,20 @@ func (t *target) do(conv int, body []byte, m mode, relays *[]float64) error {
 	}
 	defer resp.Body.Close()
 	if m.gapUS == 0 {
-		io.Copy(io.Discard, resp.Body)
+		_, err = io.Copy(io.Discard, resp.Body)
 	} else {
-		readEvents(resp.Body, relays)
+		err = readEvents(resp.Body, relays)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("status %d", resp.StatusCode)
 	}
-	return nil
+	return err // an answer cut short is an error, not a fast request
 }
 
 // readEvents reads a stream whose events carry "t": the replica's write
-// time (ns), recording each event's delay on arrival.
-func readEvents(body io.Reader, relays *[]float64) {
+// time (ns), recording each event's delay on arrival, until the end of
+// the body (nil) or a read error.
+func readEvents(body io.Reader, relays *[]float64) error {
 	br := bufio.NewReader(body)
 	for {
 		line, err := br.ReadSlice('\n')
@@ -143,8 +144,11 @@ func readEvents(body io.Reader, relays *[]float64) {
 				}
 			}
 		}
+		if err == io.EOF {
+			return nil
+		}
 		if err != nil {
-			return
+			return err
 		}
 	}
 }

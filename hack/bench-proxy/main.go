@@ -3,6 +3,7 @@
 // hack/bench-proxy.sh, which starts everything):
 //
 //	bench-proxy replicas ADDR,ADDR,ADDR        serve fast fake replicas
+//	bench-proxy bare ADDR URL,URL,URL          serve the bare Go reverse proxy (bare.go)
 //	bench-proxy load --direct URL,URL,URL --target NAME=URL@PID ...
 //
 // The load rounds alternate between the targets (the order rotates every
@@ -16,6 +17,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,7 +25,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: bench-proxy replicas ADDRS | load FLAGS")
+		fmt.Fprintln(os.Stderr, "usage: bench-proxy replicas ADDRS | bare ADDR URLS | load FLAGS")
 		os.Exit(2)
 	}
 	var err error
@@ -34,10 +36,16 @@ func main() {
 			break
 		}
 		err = runReplicas(strings.Split(os.Args[2], ","))
+	case "bare":
+		if len(os.Args) != 4 {
+			err = fmt.Errorf("bare: want an address and one comma-separated list of replica URLs")
+			break
+		}
+		err = runBare(os.Args[2], strings.Split(os.Args[3], ","))
 	case "load":
 		err = runLoad(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q (replicas, load)", os.Args[1])
+		err = fmt.Errorf("unknown command %q (replicas, bare, load)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-proxy:", err)
@@ -75,6 +83,7 @@ func runLoad(args []string) error {
 	unloaded := fs.Duration("unloaded-duration", 2*time.Second, "length of an unloaded round")
 	conns := fs.Int("conns", 64, "connections of the loaded modes")
 	gap := fs.Int("gap-us", 1000, "spacing of stream events in the relay-delay mode, µs")
+	only := fs.String("modes", "", "the modes to run, comma-separated (loaded, loaded-stream, unloaded, unloaded-stream); \"\": all")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -90,6 +99,9 @@ func runLoad(args []string) error {
 		{name: "loaded-stream", conns: *conns, stream: true},
 		{name: "unloaded", conns: 1},
 		{name: "unloaded-stream", conns: 1, stream: true, gapUS: *gap},
+	}
+	if *only != "" {
+		modes = slices.DeleteFunc(modes, func(m mode) bool { return !slices.Contains(strings.Split(*only, ","), m.name) })
 	}
 	res := map[string]map[string][]sample{}
 	for _, m := range modes {

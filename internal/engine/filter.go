@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"slices"
+	"sync"
 )
 
 // Filter wraps a replica's SSE body (an OpenAI-compatible stream, or
@@ -31,12 +33,13 @@ type Filter struct {
 	rc      io.ReadCloser
 	strip   bool
 	onUsage func(Usage)
+	counter Counter // reads the counts itself instead of UsageOf (NewFilterTo)
 
-	buf  []byte // read buffer, reused
-	in   []byte // bytes read, not yet a whole event
-	out  []byte // bytes ready for the caller
-	held []byte // a finish chunk waiting for the next event
-	err  error  // the body's error, returned once out is empty
+	in   []byte  // bytes read, not yet a whole event (in *pool, or grown out of it)
+	pool *[]byte // the buffer from readBuffers, returned on Close
+	out  []byte  // bytes ready for the caller
+	held []byte  // a finish chunk waiting for the next event
+	err  error   // the body's error, returned once out is empty
 
 	prompt int // Anthropic: message_start's prompt, for message_delta
 	cached int
@@ -47,6 +50,28 @@ type Filter struct {
 func NewFilter(rc io.ReadCloser, strip bool, onUsage func(Usage)) *Filter {
 	return &Filter{rc: rc, strip: strip, onUsage: onUsage}
 }
+
+// A Counter reads the counts of a stream's events itself (NewFilterTo):
+// Count gets the data of every event that mentions "usage" or "timings",
+// before the filter removes anything, in the stream's order. The data is
+// valid only during the call.
+type Counter interface {
+	Count(data []byte)
+}
+
+// Reset makes f a Filter over rc whose events' counts go to c instead of
+// UsageOf (for a caller with its own parser of the OpenAI and llama.cpp
+// shapes; an Anthropic stream's message_start/message_delta joining is
+// NewFilter's). It lets a Filter be held in a caller's own struct.
+func (f *Filter) Reset(rc io.ReadCloser, strip bool, c Counter) {
+	*f = Filter{rc: rc, strip: strip, counter: c}
+}
+
+// readBuffers hold the bytes of streams being filtered: one per stream,
+// back on Close.
+var readBuffers = sync.Pool{New: func() any { b := make([]byte, 0, readSize); return &b }}
+
+const readSize = 4 << 10
 
 var (
 	dataPrefix     = []byte("data:")
@@ -60,19 +85,24 @@ var (
 // Read implements io.Reader.
 func (f *Filter) Read(p []byte) (int, error) {
 	for len(f.out) == 0 && f.err == nil {
-		if f.buf == nil {
-			f.buf = make([]byte, 4<<10)
+		if f.pool == nil {
+			f.pool = readBuffers.Get().(*[]byte)
+			f.in = (*f.pool)[:0]
 		}
-		n, err := f.rc.Read(f.buf)
+		if cap(f.in)-len(f.in) < readSize/2 {
+			f.in = slices.Grow(f.in, readSize)
+		}
+		// Straight into the free end of f.in: no second copy.
+		n, err := f.rc.Read(f.in[len(f.in):cap(f.in)])
 		if n > 0 {
-			f.in = append(f.in, f.buf[:n]...)
+			f.in = f.in[:len(f.in)+n]
 			f.events()
 		}
 		if err != nil {
 			// The stream ended: whatever is left goes out as it is.
 			f.out = append(f.out, f.held...)
 			f.out = append(f.out, f.in...)
-			f.held, f.in = nil, nil
+			f.held, f.in = nil, f.in[:0]
 			f.err = err
 		}
 	}
@@ -85,23 +115,28 @@ func (f *Filter) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// Close closes the wrapped body.
-func (f *Filter) Close() error { return f.rc.Close() }
-
-// events handles every whole event in f.in.
-func (f *Filter) events() {
-	for {
-		end := eventEnd(f.in)
-		if end < 0 {
-			if len(f.in) == 0 {
-				f.in = nil // let the read bytes go
-			}
-			return
-		}
-		ev := f.in[:end]
-		f.event(ev)
-		f.in = f.in[end:]
+// Close closes the wrapped body and gives the filter's buffer back.
+func (f *Filter) Close() error {
+	if f.pool != nil {
+		readBuffers.Put(f.pool)
+		f.pool, f.in = nil, nil
 	}
+	return f.rc.Close()
+}
+
+// events handles every whole event in f.in, then moves what is left (the
+// start of the next event) to the front of the buffer.
+func (f *Filter) events() {
+	off := 0
+	for {
+		end := eventEnd(f.in[off:])
+		if end < 0 {
+			break
+		}
+		f.event(f.in[off : off+end])
+		off += end
+	}
+	f.in = f.in[:copy(f.in, f.in[off:])]
 }
 
 // eventEnd returns the length of the first whole event in b (up to and
@@ -152,7 +187,7 @@ func (f *Filter) event(ev []byte) {
 	}
 	f.flushHeld()
 	if f.strip && bytes.Contains(data, finishNonNull) {
-		f.held = append([]byte(nil), ev...)
+		f.held = append([]byte(nil), ev...) // ev is in the read buffer, which moves on
 		return
 	}
 	f.out = append(f.out, ev...)
@@ -167,6 +202,10 @@ func (f *Filter) flushHeld() {
 
 // observe hands the counts of one event's data to OnUsage.
 func (f *Filter) observe(data []byte) {
+	if f.counter != nil {
+		f.counter.Count(data)
+		return
+	}
 	u, err := UsageOf(data)
 	if err != nil || f.onUsage == nil {
 		return
@@ -184,6 +223,9 @@ func (f *Filter) observe(data []byte) {
 
 // usageOnly reports whether data is a chunk with no choices and a usage.
 func (f *Filter) usageOnly(data []byte) bool {
+	if only, ok := fastUsageOnly(data); ok {
+		return only
+	}
 	var c struct {
 		Choices []json.RawMessage `json:"choices"`
 		Usage   json.RawMessage   `json:"usage"`
@@ -219,4 +261,51 @@ func appendMember(ev []byte, key string, val []byte) []byte {
 	out = append(out, '"', ':')
 	out = append(out, val...)
 	return append(out, ev[close:]...)
+}
+
+// fastUsageOnly is usageOnly's reading without decoding: the top-level
+// "choices" and "usage" (keys matched as encoding/json matches ASCII keys,
+// the last of each winning), for valid JSON. ok is false for a key with an
+// escape or a non-ASCII byte (encoding/json's Unicode folding): then
+// encoding/json reads it. TestFastUsageOnlyAgrees and FuzzUsageOnly hold it
+// to the decoding.
+func fastUsageOnly(data []byte) (only, ok bool) {
+	if !json.Valid(data) {
+		return false, true // Unmarshal fails: not a usage-only chunk
+	}
+	i := skipWS(data, 0)
+	if data[i] != '{' {
+		return false, true // null leaves the struct empty; other values fail
+	}
+	var choices, usage []byte
+	for i = skipWS(data, i+1); i < len(data) && data[i] == '"'; {
+		ks := i
+		i = skipString(data, i)
+		k := data[ks+1 : i-1]
+		for _, c := range k {
+			if c == '\\' || c >= 0x80 {
+				return false, false
+			}
+		}
+		vs := skipWS(data, skipWS(data, i)+1) // past the colon
+		ve := skipValue(data, vs)
+		switch v := data[vs:ve]; {
+		case bytes.EqualFold(k, []byte("choices")):
+			switch v[0] {
+			case '[':
+				choices = v
+			case 'n':
+				choices = nil
+			default:
+				return false, true // a type error: Unmarshal fails
+			}
+		case bytes.EqualFold(k, []byte("usage")):
+			usage = v
+		}
+		if i = skipWS(data, ve); i < len(data) && data[i] == ',' {
+			i = skipWS(data, i+1)
+		}
+	}
+	empty := choices != nil && choices[skipWS(choices, 1)] == ']'
+	return empty && usage != nil && !bytes.Equal(usage, []byte("null")), true
 }

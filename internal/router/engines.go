@@ -65,11 +65,40 @@ func (f *flight) wrapStream(resp *http.Response, body io.ReadCloser) io.ReadClos
 		resp.Header.Del("Content-Length")
 		resp.ContentLength = -1
 	}
-	return engine.NewFilter(body, f.injected, func(u engine.Usage) {
-		if f.obs != nil {
-			f.obs.learn(usageCounts(u))
+	if f.kind == kindMessages { // message_start and message_delta joined: package engine's reading
+		return engine.NewFilter(body, f.injected, func(u engine.Usage) {
+			if f.obs != nil {
+				f.obs.learn(usageCounts(u))
+			}
+		})
+	}
+	f.filter.Reset(body, f.injected, &f.observer) // the router's counts parser, no closure
+	return &f.filter
+}
+
+// Count reads the counts of one event of an OpenAI-style or llama.cpp
+// stream for engine.Filter, which hands it every event that mentions them
+// before the usage chunk the router asked for is taken out: the router's
+// own parser (counts.go), as for the events the observer sees, llama.cpp's
+// timings (and their milliseconds) winning over usage. A usage without
+// prompt_tokens (not OpenAI's shape) is package engine's to read.
+func (o *observer) Count(data []byte) {
+	var a answerFields
+	if parseAnswer(data, &a) != nil {
+		return
+	}
+	c, ok := a.counts()
+	if !ok {
+		return
+	}
+	if !a.timings && a.promptTokens == 0 {
+		u, err := engine.UsageOf(data)
+		if err != nil {
+			return
 		}
-	})
+		c = usageCounts(u)
+	}
+	o.learn(c)
 }
 
 // usageCounts converts what package engine read into the observer's counts.

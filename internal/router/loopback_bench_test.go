@@ -7,11 +7,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 
+	"github.com/llm-ring/llm-ring/internal/config"
 	"github.com/llm-ring/llm-ring/internal/replicaset"
 	"github.com/llm-ring/llm-ring/internal/wire"
 )
@@ -20,16 +23,19 @@ import (
 // process: a client (one kept-alive connection), the router's own HTTP
 // server (newServer) and transport (newTransport), and one replica
 // answering the canned chat answer or stream. target=direct is the client
-// against the replica itself, so the router's share of allocs/op and
-// cpu-ns/op is the difference between the two. The JSON request log is
+// against the replica itself; target=bare is the floor: net/http's server
+// (newServer) and a bare httputil.ReverseProxy on the router's transport,
+// the body read into memory first as the router reads it, and nothing
+// else. What net/http costs is bare minus direct; what the router adds
+// to it is router minus bare. The JSON request log is
 // encoded to io.Discard. A figure of the whole path (net/http's server,
 // client and the router) that BenchmarkHandler, with no sockets, does
 // not count.
 func BenchmarkLoopback(b *testing.B) {
 	for _, stream := range []bool{false, true} {
-		for _, target := range []string{"direct", "router"} {
+		for _, target := range []string{"direct", "bare", "router"} {
 			b.Run(fmt.Sprintf("stream=%t/target=%s", stream, target), func(b *testing.B) {
-				url, conns := loopbackRig(b, target == "router")
+				url, conns := loopbackRig(b, target)
 				body := []byte(fmt.Sprintf(`{"model":"m","max_tokens":8,"stream":%t,"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"%s"}]}`,
 					stream, strings.Repeat("x", 900)))
 				client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}}
@@ -71,10 +77,10 @@ func BenchmarkLoopback(b *testing.B) {
 	}
 }
 
-// loopbackRig serves one canned replica (and, with router, the router in
-// front of it) on loopback and returns the URL the client calls, and the
-// count of connections their listeners accepted.
-func loopbackRig(b *testing.B, router bool) (string, *atomic.Int64) {
+// loopbackRig serves one canned replica (and, for target bare or router,
+// that proxy in front of it) on loopback and returns the URL the client
+// calls, and the count of connections their listeners accepted.
+func loopbackRig(b *testing.B, target string) (string, *atomic.Int64) {
 	conns := new(atomic.Int64)
 	count := func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {
@@ -97,12 +103,17 @@ func loopbackRig(b *testing.B, router bool) (string, *atomic.Int64) {
 		w.WriteHeader(http.StatusOK)
 		io.WriteString(w, cannedAnswer)
 	})})
-	if !router {
-		return up, conns
-	}
 	rs := []replicaset.Replica{{Name: "llm-0", URL: up}}
 	cfg := testConfig(b, "llm-aware", rs)
 	cfg.HealthCheck.Interval = 0
+	switch target {
+	case "direct":
+		return up, conns
+	case "bare":
+		srv := (&Router{cfg: cfg, log: slog.New(slog.DiscardHandler)}).newServer(bareProxy(b, cfg, up))
+		srv.ConnState = count
+		return serveLoopback(b, srv), conns
+	}
 	rt, err := New(Options{Config: cfg, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	if err != nil {
 		b.Fatal(err)
@@ -121,4 +132,27 @@ func serveLoopback(b *testing.B, srv *http.Server) string {
 	go srv.Serve(ln)
 	b.Cleanup(func() { srv.Close() })
 	return "http://" + ln.Addr().String()
+}
+
+// bareProxy is the loopback floor: ReverseProxy on the router's transport
+// in front of one replica, the body read first.
+func bareProxy(b *testing.B, cfg *config.Router, up string) http.Handler {
+	u, err := url.Parse(up)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite:    func(pr *httputil.ProxyRequest) { pr.SetURL(u); pr.SetXForwarded() },
+		Transport:  newTransport(cfg),
+		BufferPool: copyBuffers{},
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		rp.ServeHTTP(w, req)
+	})
 }

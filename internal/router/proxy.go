@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/llm-ring/llm-ring/internal/engine"
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/pool"
 	"github.com/llm-ring/llm-ring/internal/prefix"
@@ -55,6 +56,7 @@ type flight struct {
 	// hold them).
 	fctx     flightCtx
 	observer observer
+	filter   engine.Filter // a stream's (wrapStream)
 	peeked   peeked
 	head     [512]byte
 	first    attemptParts

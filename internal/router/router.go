@@ -211,6 +211,10 @@ func newTransport(cfg *config.Router) *http.Transport {
 		MaxIdleConnsPerHost:   256,
 		IdleConnTimeout:       90 * time.Second,
 		ResponseHeaderTimeout: cfg.Upstream.ResponseTimeout.D(),
+		// No Accept-Encoding of the router's own: the answer is read (its
+		// counts) and relayed, so a compressed one would only be inflated
+		// again here; a client's own Accept-Encoding is forwarded as it is.
+		DisableCompression: true,
 	}
 }
 

@@ -21,22 +21,30 @@ var errUpstreamIdle = errors.New("no byte from the replica within upstream.idle_
 // idleBody is a replica's answer body that fails with errUpstreamIdle when
 // a read waits longer than idle for the next byte. Only the time spent
 // waiting on the replica counts, not the time the client takes to read.
+//
+// One timer per answer, not one reset per read: a read marks when it
+// began (since) and clears it when it returns; the timer, when it fires,
+// ends the answer only if a read has been waiting idle or longer, and
+// otherwise sets itself for the rest of that read's idle time (or a whole
+// idle period while no read waits). A stream's events then cost a clock
+// read each instead of a timer reset and stop.
 type idleBody struct {
 	rc      io.ReadCloser
 	idle    time.Duration
 	cancel  context.CancelCauseFunc // aborts the upstream request
-	timer   *time.Timer
+	timer   atomic.Pointer[time.Timer]
+	since   atomic.Int64 // when the pending read began (Unix ns); 0: none pending
 	stalled atomic.Bool
+	closed  atomic.Bool
 }
 
 func (b *idleBody) Read(p []byte) (int, error) {
-	if b.timer == nil {
-		b.timer = time.AfterFunc(b.idle, b.fire)
-	} else {
-		b.timer.Reset(b.idle)
+	b.since.Store(time.Now().UnixNano())
+	if b.timer.Load() == nil {
+		b.timer.Store(time.AfterFunc(b.idle, b.fire))
 	}
 	n, err := b.rc.Read(p)
-	b.timer.Stop()
+	b.since.Store(0)
 	if err != nil && err != io.EOF && b.stalled.Load() {
 		err = errUpstreamIdle
 	}
@@ -44,13 +52,25 @@ func (b *idleBody) Read(p []byte) (int, error) {
 }
 
 func (b *idleBody) fire() {
-	b.stalled.Store(true)
-	b.cancel(errUpstreamIdle)
+	t := b.timer.Load()
+	if b.closed.Load() || t == nil {
+		return
+	}
+	left := b.idle
+	if since := b.since.Load(); since != 0 {
+		if left -= time.Duration(time.Now().UnixNano() - since); left <= 0 {
+			b.stalled.Store(true)
+			b.cancel(errUpstreamIdle)
+			return
+		}
+	}
+	t.Reset(left)
 }
 
 func (b *idleBody) Close() error {
-	if b.timer != nil {
-		b.timer.Stop()
+	b.closed.Store(true)
+	if t := b.timer.Load(); t != nil {
+		t.Stop()
 	}
 	err := b.rc.Close()
 	b.cancel(nil)
