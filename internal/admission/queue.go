@@ -85,6 +85,7 @@ type Controller struct {
 	lastAt   int64
 	times    serviceTimes // recent dispatch-to-first-token times (ServiceQuantile)
 	limits   []bandLimit  // Settings.BandLimits, highest band first
+	tokenCap int64        // the configured TokenCapacity (SetKVTokens derives the one in use)
 }
 
 type bandLimit struct {
@@ -125,7 +126,7 @@ func New(s Settings) *Controller { return NewShared(s, NewBudgets(&s)) }
 // flow's across pools). b is used under the same serialisation as the
 // controllers.
 func NewShared(s Settings, b *Budgets) *Controller {
-	c := &Controller{s: s, budgets: b, byID: map[uint64]*entry{}}
+	c := &Controller{s: s, budgets: b, byID: map[uint64]*entry{}, tokenCap: s.TokenCapacity}
 	bands := sortedBands(s.BandLimits)
 	for i := len(bands) - 1; i >= 0; i-- {
 		c.limits = append(c.limits, bandLimit{bands[i], s.BandLimits[bands[i]]})

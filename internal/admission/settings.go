@@ -26,6 +26,11 @@ type Settings struct {
 	// which a replica scores 1; 0: not used (engines that report their
 	// queue and KV use need no such guess).
 	TokenCapacity int64 `json:"token_capacity"`
+	// TokenShare derives the token capacity from the engine's KV pool when
+	// TokenCapacity is 0: TokenShare × the pool's KV tokens, once the
+	// driver knows them (Controller.SetKVTokens, TokenCapacityFor); 0: not
+	// derived. See capacity.go.
+	TokenShare float64 `json:"token_share"`
 	// StaleAfterNs: a report older than this makes its replica count as
 	// saturated (GIE: stale metrics are 100 % saturated). Default 2 s, ten
 	// intervals of the shipped 200 ms scrape.
@@ -111,6 +116,7 @@ func (s *Settings) Validate() error {
 	check(s.QueueThreshold > 0 && !math.IsInf(s.QueueThreshold, 0), "queue_threshold: must be > 0, got %v", s.QueueThreshold)
 	check(s.KVThreshold > 0 && s.KVThreshold <= 1, "kv_threshold: must be in (0, 1], got %v", s.KVThreshold)
 	check(s.TokenCapacity >= 0, "token_capacity: must be ≥ 0, got %d", s.TokenCapacity)
+	check(s.TokenShare >= 0 && s.TokenShare <= 1, "token_share: must be in [0, 1], got %v", s.TokenShare)
 	check(s.StaleAfterNs > 0, "stale_after: must be > 0, got %dns", s.StaleAfterNs)
 	check(s.Limit > 0 && !math.IsInf(s.Limit, 0), "limit: must be > 0, got %v", s.Limit)
 	check(s.QueueCapacity >= 0, "queue_capacity: must be ≥ 0, got %d", s.QueueCapacity)

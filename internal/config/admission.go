@@ -26,11 +26,13 @@ import (
 //	  band_limits: {"0": 0.6}    # pool score at which band 0 (and below) counts as saturated: headroom for the bands above
 //	  flow_weights: {gold: 3}    # x-gateway-inference-fairness-id → weight within its band
 //	  tokens_per_minute: 0       # per flow; 0: no budget
+//	  token_share: 0.45          # token capacity = share × the engine's reported KV pool, unless token_capacity is set
 type Admission struct {
 	Enabled             bool               `json:"enabled" cfg:"optional"`
 	QueueThreshold      float64            `json:"queue_threshold" cfg:"optional"`
 	KVThreshold         float64            `json:"kv_threshold" cfg:"optional"`
 	TokenCapacity       int64              `json:"token_capacity" cfg:"optional"`
+	TokenShare          *float64           `json:"token_share" cfg:"optional"`
 	StaleAfter          Duration           `json:"stale_after" cfg:"optional"`
 	Limit               float64            `json:"limit" cfg:"optional"`
 	QueueCapacity       *int               `json:"queue_capacity" cfg:"optional"`
@@ -126,6 +128,9 @@ func (a Admission) Settings() (admission.Settings, error) {
 		s.Order = a.Order
 	}
 	s.TokenCapacity, s.QueueBytes = a.TokenCapacity, a.QueueBytes
+	if a.TokenShare != nil {
+		s.TokenShare = *a.TokenShare
+	}
 	s.TokensPerMinute, s.FlowTokensPerMinute, s.FlowWeights = a.TokensPerMinute, a.FlowTokensPerMinute, a.FlowWeights
 	var err error
 	if s.MinShare, err = byBand("min_share", a.MinShare); err != nil {

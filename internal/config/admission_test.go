@@ -31,6 +31,7 @@ func TestAdmissionBlock(t *testing.T) {
   flow_tokens_per_minute: {vip: 0}
   default_slo_ttft: 2s
   service_floor: 500ms
+  token_share: 0.45
   headers: {fairness_id: x-tenant}
 `)
 	if err != nil {
@@ -41,7 +42,7 @@ func TestAdmissionBlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !s.Enabled || s.QueueCapacity != 0 || s.MaxWaitNs != int64(5*time.Second) || s.Order != "edf" ||
-		s.MinShare[-10] != 0.05 || s.BandLimits[0] != 0.6 || s.ServiceFloorNs != int64(500*time.Millisecond) || s.FlowWeights["gold"] != 3 || s.TokensPerMinute != 100000 || s.QueueThreshold != 5 {
+		s.MinShare[-10] != 0.05 || s.BandLimits[0] != 0.6 || s.ServiceFloorNs != int64(500*time.Millisecond) || s.FlowWeights["gold"] != 3 || s.TokensPerMinute != 100000 || s.QueueThreshold != 5 || s.TokenShare != 0.45 {
 		t.Fatalf("settings %+v", s)
 	}
 	if c.Admission.Status() != 503 || c.Admission.Objectives["batch"] != -10 {
@@ -56,7 +57,7 @@ func TestAdmissionBlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s, _ := c.Admission.Settings(); s.Enabled || s.QueueCapacity != 256 {
+	if s, _ := c.Admission.Settings(); s.Enabled || s.QueueCapacity != 256 || s.TokenShare != 0 {
 		t.Fatalf("absent block: %+v", s)
 	}
 }
@@ -73,6 +74,7 @@ func TestAdmissionErrorsNameTheKey(t *testing.T) {
 		"admission:\n  bogus: 1\n":                  "admission.bogus",
 		"admission:\n  flow_weights: {free: -1}\n":  `admission.flow_weights["free"]: must be > 0`,
 		"admission:\n  default_slo_ttft: -1s\n":     "admission.default_slo_ttft: must be ≥ 0",
+		"admission:\n  token_share: 2\n":            "admission.token_share: must be in [0, 1]",
 	} {
 		_, err := withAdmission(t, block)
 		if err == nil || !strings.Contains(err.Error(), want) {

@@ -35,8 +35,9 @@ const admitPoll = 50 * time.Millisecond
 // set of token budgets for all (a flow's budget is the flow's, whatever
 // model it asks for), one set of metrics.
 //
-// Locking: mu guards pools, waiters and seq; it is taken after no other
-// lock and released before any network write. A table's lock is taken
+// Locking: mu guards pools, waiters, seq and kv; it is taken after no
+// other lock but the router's policy lock (r.mu: the facts' apply calls
+// kvTokens) and released before any network write. A table's lock is taken
 // under mu (LoadView), never the other way round.
 type admitter struct {
 	cfg     config.Admission
@@ -50,6 +51,7 @@ type admitter struct {
 	order   []*admPool // in creation order (the status page)
 	waiters map[uint64]chan admission.Verdict
 	seq     uint64
+	kv      map[*state.Table]float64 // each pool's KV pool, tokens, from its replicas' facts (admit_facts.go)
 
 	queueLen   prometheus.Gauge
 	queueBytes prometheus.Gauge
@@ -85,7 +87,7 @@ func newAdmitter(rc *config.Router, table *state.Table, reg prometheus.Registere
 		model = policy.DefaultPredictive()
 	}
 	a := &admitter{cfg: cfg, s: s, model: model, hdr: cfg.Headers.Names(), log: log, budgets: admission.NewBudgets(&s),
-		pools: map[*state.Table]*admPool{}, waiters: map[uint64]chan admission.Verdict{}}
+		pools: map[*state.Table]*admPool{}, waiters: map[uint64]chan admission.Verdict{}, kv: map[*state.Table]float64{}}
 	a.pool(table)
 	a.queueLen = prometheus.NewGauge(prometheus.GaugeOpts{Name: "llm_ring_admission_queue_length", Help: "Requests waiting in the router for capacity."})
 	a.queueBytes = prometheus.NewGauge(prometheus.GaugeOpts{Name: "llm_ring_admission_queue_bytes", Help: "Body bytes held by waiting requests."})
@@ -107,6 +109,7 @@ func (a *admitter) pool(table *state.Table) *admPool {
 	p := a.pools[table]
 	if p == nil {
 		p = &admPool{table: table, c: admission.NewShared(a.s, a.budgets)}
+		p.c.SetKVTokens(a.kv[table])
 		a.pools[table] = p
 		a.order = append(a.order, p)
 	}

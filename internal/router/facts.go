@@ -109,6 +109,7 @@ func (lf *liveFacts) apply() {
 		old, had := lf.applied[p.Table()]
 		lf.applied[p.Table()], lf.byModel[p.Model()] = f, f
 		lf.mu.Unlock()
+		r.adm.kvTokens(p.Table(), f.CacheTokens) // admission's token_share (admit_facts.go)
 		if had && old == f || !had && f == (policy.Facts{}) {
 			continue
 		}

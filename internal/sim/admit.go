@@ -132,8 +132,23 @@ type admState struct {
 	shed     map[admission.Reason]int64
 }
 
-func newAdmState(a *Admission) *admState {
-	return &admState{spec: a, c: admission.New(a.Settings), shed: map[admission.Reason]int64{}}
+func newAdmState(a *Admission, m model.Config) *admState {
+	c := admission.New(a.Settings)
+	c.SetKVTokens(admKVTokens(m))
+	return &admState{spec: a, c: c, shed: map[admission.Reason]int64{}}
+}
+
+// admKVTokens is the KV pool the live router would learn of a replica of
+// model m (router/facts.go): a paged engine's pool (vLLM num_gpu_blocks ×
+// block_size, SGLang max_total_num_tokens: the model's Facts().CacheTokens);
+// 0 for the llama.cpp model, whose CacheTokens is its prompt cache (every
+// slot's context plus the RAM cache), not a pool that bounds its batch,
+// and whose live server reports no pool size.
+func admKVTokens(m model.Config) float64 {
+	if !m.Paged() {
+		return 0
+	}
+	return m.Facts().CacheTokens
 }
 
 // service predicts a request of prompt tokens' time from dispatch to first
@@ -304,6 +319,6 @@ func admConfig(a *Admission) map[string]any {
 		"order":         st.Order, "slo_ttft": a.SLOTTFT.String(), "high_share": a.HighShare, "high_priority": a.HighPriority,
 		"tenants": a.Tenants, "flood_share": a.FloodShare, "shed_status": a.status(),
 		"min_share": st.MinShare, "band_limits": st.BandLimits, "flow_weights": st.FlowWeights, "tokens_per_minute": st.TokensPerMinute,
-		"service_quantile": st.ServiceQuantile,
+		"service_quantile": st.ServiceQuantile, "token_share": st.TokenShare,
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/llm-ring/llm-ring/internal/admission"
 	"github.com/llm-ring/llm-ring/internal/config"
+	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/record"
 	"github.com/llm-ring/llm-ring/internal/traffic"
 )
@@ -280,5 +281,47 @@ func TestAdmissionBandLimits(t *testing.T) {
 		case !limited && (w2 != 0 || w3 != got["c0"].EndMS || w3 == 0):
 			t.Errorf("no band limit: c2 waited %v ms (want 0), c3 %v (want c0's end %v)", w2, w3, got["c0"].EndMS)
 		}
+	}
+}
+
+// TestAdmissionTokenShare: the simulator derives the token capacity from
+// the replica model's KV pool as the live router does from a report
+// (admission.TokenCapacityFor): a paged model's pool of 4,096 tokens with
+// token_share 1/4096 gives a capacity of 1 token, so one request in flight
+// saturates the pool and the burst's others wait; the llama.cpp model
+// (no pool reported) and no share leave the token term off, and nothing
+// waits (the queue term is (in flight − running) / 100).
+func TestAdmissionTokenShare(t *testing.T) {
+	waited := func(paged bool, share float64) (capacity int64, n int) {
+		st := admSettings(8)
+		st.QueueThreshold, st.TokenShare = 100, share
+		sp, _ := burstSpec(4, &Admission{Settings: st})
+		sp.Model.NParallel = 4
+		if paged {
+			sp.Model.Engine, sp.Model.KVTokens = model.EngineVLLM, 4096
+		}
+		capacity = newAdmState(sp.Admission, sp.Model).c.Settings().TokenCapacity
+		var rows rowsOf
+		if _, err := Run(context.Background(), sp, &rows); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range byConv(t, rows) {
+			if r.Status != 200 {
+				t.Errorf("paged %v share %v: %s status %d, want 200", paged, share, r.Conversation, r.Status)
+			}
+			if wait(t, r) > 0 {
+				n++
+			}
+		}
+		return capacity, n
+	}
+	if c, n := waited(true, 1.0/4096); c != 1 || n != 3 {
+		t.Errorf("paged, share 1/4096: capacity %d, %d waited, want 1 and 3 (all but the first)", c, n)
+	}
+	if c, n := waited(true, 0); c != 0 || n != 0 {
+		t.Errorf("paged, no share: capacity %d, %d waited, want 0 and 0", c, n)
+	}
+	if c, n := waited(false, 1.0/4096); c != 0 || n != 0 {
+		t.Errorf("llama.cpp, share 1/4096: capacity %d, %d waited, want 0 and 0 (no pool known)", c, n)
 	}
 }

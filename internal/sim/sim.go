@@ -225,7 +225,7 @@ func newSim(spec *Spec, rows RowWriter) (*sim, error) {
 		}
 	}
 	if spec.Admission != nil {
-		s.adm = newAdmState(spec.Admission)
+		s.adm = newAdmState(spec.Admission, spec.Model)
 	}
 	if spec.SharedCPU {
 		g, err := model.NewGroup(true)
