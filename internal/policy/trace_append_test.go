@@ -240,6 +240,7 @@ func BenchmarkAppendFormat(b *testing.B) {
 	ds := goldenDecisions(b)
 	buf := make([]byte, 0, 16<<10)
 	b.ReportAllocs()
+	b.ResetTimer()
 	for i := range b.N {
 		buf = ds[i%len(ds)].AppendFormat(buf[:0])
 	}
@@ -248,6 +249,7 @@ func BenchmarkAppendFormat(b *testing.B) {
 func BenchmarkFormatFmt(b *testing.B) {
 	ds := goldenDecisions(b)
 	b.ReportAllocs()
+	b.ResetTimer()
 	for i := range b.N {
 		refSink, _ = refFormat(&ds[i%len(ds)])
 	}
