@@ -33,7 +33,8 @@ var refExplains = map[uintptr]func(d *Decision, b *strings.Builder){
 }
 
 // refFormat is Decision.Format as it was; ok is false when the decision's
-// explain function has no reference (a new policy: add its reference here).
+// explain function has no reference (a policy added after issue 21: its
+// text is defined by its own appending code and the golden traces).
 func refFormat(d *Decision) (text string, ok bool) {
 	var b strings.Builder
 	t := refTrace{&d.Trace}
