@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
-	"strings"
 )
 
 // Bounded is consistent hashing with bounded loads (Mirrokni, Thorup,
@@ -107,7 +106,7 @@ func (s *boundSpec) load(v *View, r int) int64 {
 	return v.Rows[r].Load.Requests
 }
 
-func explainBounded(d *Decision, b *strings.Builder) { d.Trace.writeBounded(b, d, false) }
+func explainBounded(d *Decision, b []byte) []byte { return d.Trace.writeBounded(b, d, false) }
 
 // walkBeforeScan is how many ring candidates are checked before one pass
 // over all replicas decides whether any of them can fit at all.

@@ -2,7 +2,6 @@ package policy
 
 import (
 	"fmt"
-	"strings"
 )
 
 // CacheAware is SGLang's `cache_aware` routing policy (sgl-router, now the
@@ -162,37 +161,34 @@ func (c *CacheAware) Pick(req *Request, v *View, d *Decision) {
 	d.Replica, d.Reason = v.leastRequests(), CacheLowMatch
 }
 
-func explainCacheAware(d *Decision, b *strings.Builder) {
+func explainCacheAware(d *Decision, b []byte) []byte {
 	t := &d.Trace
 	lo, hi, thr, best := t.Int(caLo), t.Int(caHi), t.Val(caThreshold), t.Int(caBestMatch)
 	abs, rel, rate := t.Int(caAbs), t.Val(caRel), t.Val(caRate)
-	b.WriteString("\n  in flight / matched tokens: ")
+	w := text(b).s("\n  in flight / matched tokens: ")
 	for i := range min(t.NCands, MaxTraceCands) {
 		c := &t.Cands[i]
 		if i > 0 {
-			b.WriteByte(' ')
+			w = append(w, ' ')
 		}
-		fmt.Fprintf(b, "%s=%.0f/%.0f", t.name(int(c.Replica)), c.At(caColInflight), c.At(caColMatched))
+		w = w.name(t, int(c.Replica)).s("=").f(c.At(caColInflight), 0).s("/").f(c.At(caColMatched), 0)
 	}
 	if t.N > MaxTraceCands {
-		fmt.Fprintf(b, " … (%d replicas)", t.N)
+		w = w.s(" … (").i(t.N).s(" replicas)")
 	}
 	if d.Reason == CacheImbalanced {
-		fmt.Fprintf(b, "\n  imbalanced: max−min = %d−%d = %d > %d and %d > %g×%d → shortest queue: %s",
-			hi, lo, hi-lo, abs, hi, rel, lo, t.name(d.Replica))
-		return
+		return w.s("\n  imbalanced: max−min = ").d(hi).s("−").d(lo).s(" = ").d(hi-lo).s(" > ").d(abs).
+			s(" and ").d(hi).s(" > ").g(rel).s("×").d(lo).s(" → shortest queue: ").name(t, d.Replica)
 	}
-	fmt.Fprintf(b, "\n  balanced: max−min = %d−%d = %d", hi, lo, hi-lo)
+	w = w.s("\n  balanced: max−min = ").d(hi).s("−").d(lo).s(" = ").d(hi - lo)
 	if hi-lo > abs {
-		fmt.Fprintf(b, " > %d but %d ≤ %g×%d", abs, hi, rel, lo)
+		w = w.s(" > ").d(abs).s(" but ").d(hi).s(" ≤ ").g(rel).s("×").d(lo)
 	} else {
-		fmt.Fprintf(b, " ≤ %d", abs)
+		w = w.s(" ≤ ").d(abs)
 	}
-	fmt.Fprintf(b, "\n  best match %d of %d prompt tokens = %.3f", best, t.Prompt, rate)
+	w = w.s("\n  best match ").d(best).s(" of ").i(t.Prompt).s(" prompt tokens = ").f(rate, 3)
 	if d.Reason == CacheMatch {
-		fmt.Fprintf(b, " > %g → %s (the best match", thr, t.name(d.Replica))
-		b.WriteString(", first clockwise from the home on a tie)")
-		return
+		return w.s(" > ").g(thr).s(" → ").name(t, d.Replica).s(" (the best match, first clockwise from the home on a tie)")
 	}
-	fmt.Fprintf(b, " ≤ %g → least loaded: %s", thr, t.name(d.Replica))
+	return w.s(" ≤ ").g(thr).s(" → least loaded: ").name(t, d.Replica)
 }

@@ -1,10 +1,5 @@
 package policy
 
-import (
-	"fmt"
-	"strings"
-)
-
 // Consistent sends each conversation to its ring home: the replica owning
 // the first virtual node clockwise from hash(key). Adding a replica moves
 // only about 1/N of the keys, but the policy is blind to load. On failover
@@ -29,7 +24,7 @@ func (Consistent) Pick(req *Request, v *View, d *Decision) {
 	d.Trace.Explain = explainConsistent
 }
 
-func explainConsistent(d *Decision, b *strings.Builder) {
+func explainConsistent(d *Decision, b []byte) []byte {
 	t := &d.Trace
-	fmt.Fprintf(b, "\n  hash=%016x → ring home %s", t.Hash, t.name(t.Home))
+	return text(b).s("\n  hash=").hex16(t.Hash).s(" → ring home ").name(t, t.Home)
 }

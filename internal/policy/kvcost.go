@@ -2,7 +2,6 @@ package policy
 
 import (
 	"fmt"
-	"strings"
 )
 
 // KVCost is NVIDIA Dynamo's KV router: each replica's cost is the prefill it
@@ -140,23 +139,24 @@ func (k *KVCost) Pick(req *Request, v *View, d *Decision) {
 	t.keepChosen(d.Replica, float64(v.Rows[d.Replica].Match), float64(cached), prefill, float64(active), total)
 }
 
-func explainKVCost(d *Decision, b *strings.Builder) {
+func explainKVCost(d *Decision, b []byte) []byte {
 	t := &d.Trace
 	reqBlocks, bestCost := t.Int(kvReqBlocks), t.Val(kvBestCost)
-	fmt.Fprintf(b, "\n  block %d tokens; prompt %d tokens = %d blocks; cost = %g × prefill blocks + (active blocks + %d)",
-		t.Int(kvBlockSize), t.Prompt, reqBlocks, t.Val(kvWeight), reqBlocks)
+	w := text(b).s("\n  block ").d(t.Int(kvBlockSize)).s(" tokens; prompt ").i(t.Prompt).s(" tokens = ").d(reqBlocks).
+		s(" blocks; cost = ").g(t.Val(kvWeight)).s(" × prefill blocks + (active blocks + ").d(reqBlocks).s(")")
 	for i := range min(t.NCands, MaxTraceCands) {
 		c := &t.Cands[i]
-		fmt.Fprintf(b, "\n  %s: matched %.0f tokens = %.0f cached blocks → prefill %.3f; active %.0f → decode %.0f; cost %.3f",
-			t.name(int(c.Replica)), c.At(kvColMatched), c.At(kvColCached), c.At(kvColPrefill), c.At(kvColActive),
-			c.At(kvColActive)+float64(reqBlocks), c.At(kvColCost))
+		w = w.s("\n  ").name(t, int(c.Replica)).s(": matched ").f(c.At(kvColMatched), 0).s(" tokens = ").
+			f(c.At(kvColCached), 0).s(" cached blocks → prefill ").f(c.At(kvColPrefill), 3).s("; active ").
+			f(c.At(kvColActive), 0).s(" → decode ").f(c.At(kvColActive)+float64(reqBlocks), 0).s("; cost ").
+			f(c.At(kvColCost), 3)
 	}
 	if t.NCands > MaxTraceCands {
-		fmt.Fprintf(b, "\n  … %d more replicas costed", t.NCands-MaxTraceCands)
+		w = w.s("\n  … ").i(t.NCands - MaxTraceCands).s(" more replicas costed")
 	}
 	if ties := t.Int(kvTies); ties > 1 {
-		fmt.Fprintf(b, "\n  %d replicas share the lowest cost %.3f → the first clockwise from the home: %s", ties, bestCost, t.name(d.Replica))
-	} else {
-		fmt.Fprintf(b, "\n  lowest cost %.3f → %s", bestCost, t.name(d.Replica))
+		return w.s("\n  ").d(ties).s(" replicas share the lowest cost ").f(bestCost, 3).
+			s(" → the first clockwise from the home: ").name(t, d.Replica)
 	}
+	return w.s("\n  lowest cost ").f(bestCost, 3).s(" → ").name(t, d.Replica)
 }

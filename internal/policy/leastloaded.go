@@ -1,10 +1,5 @@
 package policy
 
-import (
-	"fmt"
-	"strings"
-)
-
 // Least sends each request to the replica with the fewest requests in
 // flight, as KubeAI's default LeastLoad strategy does. Ties go to the
 // replica met first walking the ring clockwise from the conversation's home,
@@ -58,12 +53,12 @@ func (Least) Pick(req *Request, v *View, d *Decision) {
 	d.Replica, d.Reason, d.Charge = best, Fewest, wholeCost(req)
 }
 
-func explainLeast(d *Decision, b *strings.Builder) {
+func explainLeast(d *Decision, b []byte) []byte {
 	t := &d.Trace
-	t.writeLoads(b, "in flight (requests)")
+	w := t.writeLoads(text(b).s("\n  in flight (requests)"))
 	if d.Replica == t.Home {
-		fmt.Fprintf(b, "\n  ring home %s has the fewest → %s", t.name(t.Home), t.name(d.Replica))
-	} else {
-		fmt.Fprintf(b, "\n  ring home %s is busier; first replica with the fewest clockwise from it → %s", t.name(t.Home), t.name(d.Replica))
+		return w.s("\n  ring home ").name(t, t.Home).s(" has the fewest → ").name(t, d.Replica)
 	}
+	return w.s("\n  ring home ").name(t, t.Home).s(" is busier; first replica with the fewest clockwise from it → ").
+		name(t, d.Replica)
 }

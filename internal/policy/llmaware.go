@@ -2,7 +2,6 @@ package policy
 
 import (
 	"fmt"
-	"strings"
 )
 
 // LLMAware is bounded loads in tokens with three additions for LLM serving,
@@ -78,7 +77,7 @@ func (a *LLMAware) Validate() error {
 	return nil
 }
 
-func explainLLMAware(d *Decision, b *strings.Builder) { d.Trace.writeBounded(b, d, true) }
+func explainLLMAware(d *Decision, b []byte) []byte { return d.Trace.writeBounded(b, d, true) }
 
 // Pick implements Policy.
 func (a *LLMAware) Pick(req *Request, v *View, d *Decision) {

@@ -1,10 +1,5 @@
 package policy
 
-import (
-	"fmt"
-	"strings"
-)
-
 // ModN sends a conversation to replica hash(key) mod N. A conversation stays
 // on one replica while the set is stable, but adding or removing a replica
 // moves almost every conversation (about N/(N+1) of the keys).
@@ -26,7 +21,7 @@ func (ModN) Pick(req *Request, v *View, d *Decision) {
 	d.Trace.Explain = explainModN
 }
 
-func explainModN(d *Decision, b *strings.Builder) {
+func explainModN(d *Decision, b []byte) []byte {
 	t := &d.Trace
-	fmt.Fprintf(b, "\n  hash=%016x: mod %d = %d → %s", t.Hash, t.N, d.Replica, t.name(d.Replica))
+	return text(b).s("\n  hash=").hex16(t.Hash).s(": mod ").i(t.N).s(" = ").i(d.Replica).s(" → ").name(t, d.Replica)
 }

@@ -1,10 +1,5 @@
 package policy
 
-import (
-	"fmt"
-	"strings"
-)
-
 // P2C is the power of two choices, as SGLang's model gateway (formerly
 // sgl-router) implements its `power_of_two` policy: draw two distinct
 // replicas, send the request to the less loaded one.
@@ -103,24 +98,25 @@ func (p *P2C) Pick(req *Request, v *View, d *Decision) {
 	}
 }
 
-func explainP2C(d *Decision, b *strings.Builder) {
+func explainP2C(d *Decision, b []byte) []byte {
 	t := &d.Trace
 	m := t.Int(p2Allowed)
+	w := text(b)
 	if d.Reason == P2COnly {
-		fmt.Fprintf(b, "\n  %d replica allowed → %s", m, t.name(d.Replica))
-		return
+		return w.s("\n  ").d(m).s(" replica allowed → ").name(t, d.Replica)
 	}
 	a, c := t.Cands[0], t.Cands[1]
-	fmt.Fprintf(b, "\n  draw from hash=%016x seq=%d over %d allowed replicas: #%d=%s, #%d=%s",
-		t.Hash, t.Seq, m, t.Int(p2First), t.name(int(a.Replica)), t.Int(p2Second), t.name(int(c.Replica)))
+	w = w.s("\n  draw from hash=").hex16(t.Hash).s(" seq=").u(t.Seq).s(" over ").d(m).s(" allowed replicas: #").
+		d(t.Int(p2First)).s("=").name(t, int(a.Replica)).s(", #").d(t.Int(p2Second)).s("=").name(t, int(c.Replica))
 	if d.Reason == P2CLessKV {
-		fmt.Fprintf(b, "\n  reported KV-cache use: %s=%.3f %s=%.3f", t.name(int(a.Replica)), a.At(p2Load), t.name(int(c.Replica)), c.At(p2Load))
+		w = w.s("\n  reported KV-cache use: ").name(t, int(a.Replica)).s("=").f(a.At(p2Load), 3).s(" ").
+			name(t, int(c.Replica)).s("=").f(c.At(p2Load), 3)
 	} else {
-		fmt.Fprintf(b, "\n  in flight (requests): %s=%.0f %s=%.0f", t.name(int(a.Replica)), a.At(p2Load), t.name(int(c.Replica)), c.At(p2Load))
+		w = w.s("\n  in flight (requests): ").name(t, int(a.Replica)).s("=").f(a.At(p2Load), 0).s(" ").
+			name(t, int(c.Replica)).s("=").f(c.At(p2Load), 0)
 	}
 	if a.At(p2Load) <= c.At(p2Load) {
-		fmt.Fprintf(b, " → %s (first drawn, ≤)", t.name(d.Replica))
-	} else {
-		fmt.Fprintf(b, " → %s (second drawn, <)", t.name(d.Replica))
+		return w.s(" → ").name(t, d.Replica).s(" (first drawn, ≤)")
 	}
+	return w.s(" → ").name(t, d.Replica).s(" (second drawn, <)")
 }

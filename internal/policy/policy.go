@@ -20,10 +20,8 @@
 package policy
 
 import (
-	"fmt"
 	"math"
 	"math/bits"
-	"strings"
 
 	"github.com/llm-ring/llm-ring/internal/ring"
 )
@@ -274,18 +272,21 @@ func wholeCost(req *Request) int64 { return int64(req.PromptTokens) + int64(req.
 
 // Format renders the decision as the multi-line text of its trace: a head
 // "policy → replica (reason)" and the lines the policy writes.
-func (d *Decision) Format() string {
-	var b strings.Builder
+func (d *Decision) Format() string { return string(d.AppendFormat(nil)) }
+
+// AppendFormat appends the text Format returns to dst and returns the
+// extended slice: with room in dst (a pooled buffer) it allocates nothing.
+func (d *Decision) AppendFormat(dst []byte) []byte {
 	t := &d.Trace
 	head := t.Head
 	if head == "" {
 		head = t.Policy
 	}
-	fmt.Fprintf(&b, "%s → %s (%s)", head, t.name(d.Replica), d.Reason)
+	w := text(dst).s(head).s(" → ").name(t, d.Replica).s(" (").s(string(d.Reason)).s(")")
 	if t.Explain != nil {
-		t.Explain(d, &b)
+		return t.Explain(d, w)
 	}
-	return b.String()
+	return w
 }
 
 // finite reports whether x is a usable number (not NaN or ±Inf).

@@ -2,7 +2,6 @@ package policy
 
 import (
 	"fmt"
-	"strings"
 )
 
 // Predictive sends each request to the replica where it is predicted to
@@ -381,40 +380,44 @@ func (p *Predictive) traceCand(t *Trace, req *Request, v *View, r, last, held in
 	t.addCand(r, x.queue(), x.prefill(), x.decode(), x.move(), x.pf, x.dc)
 }
 
-func explainPredictive(d *Decision, b *strings.Builder) {
+func explainPredictive(d *Decision, b []byte) []byte {
 	t := &d.Trace
-	fmt.Fprintf(b, "\n  request: prompt=%d output=%d", t.Prompt, t.Output)
+	w := text(b).s("\n  request: prompt=").i(t.Prompt).s(" output=").i(t.Output)
 	switch held := t.Int(pvHeld); {
 	case held > 0 && t.Val(pvBelief) < 1:
-		fmt.Fprintf(b, "; cache on %s: %d tokens of it (belief %.2f: %.0f tokens routed there since)", t.name(t.Last), held, t.Val(pvBelief), t.Val(pvSent))
+		w = w.s("; cache on ").name(t, t.Last).s(": ").d(held).s(" tokens of it (belief ").f(t.Val(pvBelief), 2).
+			s(": ").f(t.Val(pvSent), 0).s(" tokens routed there since)")
 	case held > 0:
-		fmt.Fprintf(b, "; cache on %s: %d tokens of it", t.name(t.Last), held)
+		w = w.s("; cache on ").name(t, t.Last).s(": ").d(held).s(" tokens of it")
 	case t.Val(pvBelief) == pvOther:
-		fmt.Fprintf(b, "; the key's cache on %s (%d tokens) is longer than this prompt: another prompt's, not counted", t.name(t.Last), t.LastTokens)
+		w = w.s("; the key's cache on ").name(t, t.Last).s(" (").i(t.LastTokens).
+			s(" tokens) is longer than this prompt: another prompt's, not counted")
 	case t.Val(pvBelief) >= 0:
-		fmt.Fprintf(b, "; cache on %s most likely gone (%.0f tokens routed there since)", t.name(t.Last), t.Val(pvSent))
+		w = w.s("; cache on ").name(t, t.Last).s(" most likely gone (").f(t.Val(pvSent), 0).s(" tokens routed there since)")
 	default:
-		b.WriteString("; no cache known")
+		w = w.s("; no cache known")
 	}
-	fmt.Fprintf(b, "; home %s; preferred %s", t.name(t.Home), t.name(t.Preferred))
+	w = w.s("; home ").name(t, t.Home).s("; preferred ").name(t, t.Preferred)
 	for i := range min(t.NCands, MaxTraceCands) {
 		c := &t.Cands[i]
 		v := &c.V
 		T := v[pqQueue] + v[pqPrefill] + v[pqDecode] + v[pqMove]
-		fmt.Fprintf(b, "\n  %s: queue %.2fs + prefill %.2fs (%.0f new @ %.0f tok/s) + decode %.2fs (%d @ %.1f tok/s) + move %.2fs = %.2fs",
-			t.name(int(c.Replica)), v[pqQueue], v[pqPrefill], v[pqPrefill]*v[pqPrefillRate], v[pqPrefillRate],
-			v[pqDecode], t.Output, v[pqDecodeRate], v[pqMove], T)
+		w = w.s("\n  ").name(t, int(c.Replica)).s(": queue ").f(v[pqQueue], 2).s("s + prefill ").f(v[pqPrefill], 2).
+			s("s (").f(v[pqPrefill]*v[pqPrefillRate], 0).s(" new @ ").f(v[pqPrefillRate], 0).s(" tok/s) + decode ").
+			f(v[pqDecode], 2).s("s (").i(t.Output).s(" @ ").f(v[pqDecodeRate], 1).s(" tok/s) + move ").
+			f(v[pqMove], 2).s("s = ").f(T, 2).s("s")
 	}
 	if t.N > t.NCands {
-		fmt.Fprintf(b, "\n  … %d replicas in all", t.N)
+		w = w.s("\n  … ").i(t.N).s(" replicas in all")
 	}
 	pref, best := t.Val(pvPref), t.Val(pvBest)
 	margin := t.Val(pvMargin)*pref + t.Val(pvMarginS)
 	if d.Replica == t.Preferred {
-		fmt.Fprintf(b, "\n  fastest %s %.2fs; preferred %s %.2fs is within %.2fs (margin %g×%.2f + %gs) → %s",
-			t.name(int(t.Int(pvFaster))), best, t.name(t.Preferred), pref, margin, t.Val(pvMargin), pref, t.Val(pvMarginS), d.Reason)
-	} else {
-		fmt.Fprintf(b, "\n  preferred %s %.2fs; %s %.2fs is faster by %.2fs > margin %.2fs (%g×%.2f + %gs) → %s",
-			t.name(t.Preferred), pref, t.name(d.Replica), best, pref-best, margin, t.Val(pvMargin), pref, t.Val(pvMarginS), d.Reason)
+		return w.s("\n  fastest ").name(t, int(t.Int(pvFaster))).s(" ").f(best, 2).s("s; preferred ").
+			name(t, t.Preferred).s(" ").f(pref, 2).s("s is within ").f(margin, 2).s("s (margin ").g(t.Val(pvMargin)).
+			s("×").f(pref, 2).s(" + ").g(t.Val(pvMarginS)).s("s) → ").s(string(d.Reason))
 	}
+	return w.s("\n  preferred ").name(t, t.Preferred).s(" ").f(pref, 2).s("s; ").name(t, d.Replica).s(" ").
+		f(best, 2).s("s is faster by ").f(pref-best, 2).s("s > margin ").f(margin, 2).s("s (").g(t.Val(pvMargin)).
+		s("×").f(pref, 2).s(" + ").g(t.Val(pvMarginS)).s("s) → ").s(string(d.Reason))
 }

@@ -2,7 +2,6 @@ package policy
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/llm-ring/llm-ring/internal/ring"
 )
@@ -173,26 +172,30 @@ func (p *PrefixHash) Pick(req *Request, v *View, d *Decision) {
 	d.Replica, d.Reason = home, PrefixDefault
 }
 
-func explainPrefixHash(d *Decision, b *strings.Builder) {
+func explainPrefixHash(d *Decision, b []byte) []byte {
 	t := &d.Trace
 	runes, total, thr, pct := t.Int(phRunes), t.Int(phTotal), t.Val(phThreshold), t.Int(phPct)
-	fmt.Fprintf(b, "\n  key: first %d characters of the first user message → hash=%016x → ring home %s", runes, t.Hash, t.name(t.Home))
-	t.writeLoads(b, "in flight (requests)")
-	fmt.Fprintf(b, "; threshold = (%d+1)/%d × %d%% = %.2f", total, t.N, pct, thr)
+	w := text(b).s("\n  key: first ").d(runes).s(" characters of the first user message → hash=").hex16(t.Hash).
+		s(" → ring home ").name(t, t.Home)
+	w = t.writeLoads(w.s("\n  in flight (requests)"))
+	w = w.s("; threshold = (").d(total).s("+1)/").i(t.N).s(" × ").d(pct).s("% = ").f(thr, 2)
 	checks := t.Checks[:min(t.NChecks, MaxTraceChecks)]
 	for i, c := range checks {
+		w = w.s("\n  ").name(t, int(c.Replica)).s(": ")
 		switch {
 		case c.Idle:
-			fmt.Fprintf(b, "\n  %s: nothing in flight anywhere → %s", t.name(int(c.Replica)), d.Reason)
+			w = w.s("nothing in flight anywhere → ").s(string(d.Reason))
 		case c.Fit:
-			fmt.Fprintf(b, "\n  %s: %d ≤ %.2f → %s", t.name(int(c.Replica)), c.Load, c.Limit, d.Reason)
+			w = w.d(c.Load).s(" ≤ ").f(c.Limit, 2).s(" → ").s(string(d.Reason))
 		case d.Reason == PrefixDefault && i == 0:
-			fmt.Fprintf(b, "\n  %s: %d > %.2f, and every replica is over the threshold → %s (the home)", t.name(int(c.Replica)), c.Load, c.Limit, d.Reason)
+			w = w.d(c.Load).s(" > ").f(c.Limit, 2).s(", and every replica is over the threshold → ").
+				s(string(d.Reason)).s(" (the home)")
 		default:
-			fmt.Fprintf(b, "\n  %s: %d > %.2f → next", t.name(int(c.Replica)), c.Load, c.Limit)
+			w = w.d(c.Load).s(" > ").f(c.Limit, 2).s(" → next")
 		}
 	}
 	if t.NChecks > MaxTraceChecks {
-		fmt.Fprintf(b, "\n  … %d more replicas checked", t.NChecks-MaxTraceChecks)
+		w = w.s("\n  … ").i(t.NChecks - MaxTraceChecks).s(" more replicas checked")
 	}
+	return w
 }

@@ -1,10 +1,5 @@
 package policy
 
-import (
-	"fmt"
-	"strings"
-)
-
 // RoundRobin sends request k to replica k mod N (replicas sorted by name).
 // It ignores conversations, so a conversation's turns land on different
 // replicas and rarely find their cache: the study's lower bound.
@@ -27,7 +22,8 @@ func (RoundRobin) Pick(req *Request, v *View, d *Decision) {
 	d.Trace.Explain = explainRoundRobin
 }
 
-func explainRoundRobin(d *Decision, b *strings.Builder) {
+func explainRoundRobin(d *Decision, b []byte) []byte {
 	t := &d.Trace
-	fmt.Fprintf(b, "\n  request #%d: %d mod %d = %d → %s", t.Seq, t.Seq, t.N, d.Replica, t.name(d.Replica))
+	return text(b).s("\n  request #").u(t.Seq).s(": ").u(t.Seq).s(" mod ").i(t.N).s(" = ").i(d.Replica).
+		s(" → ").name(t, d.Replica)
 }

@@ -2,7 +2,6 @@ package policy
 
 import (
 	"fmt"
-	"strings"
 )
 
 // Scored is the default scheduling profile of the Gateway API Inference
@@ -178,31 +177,32 @@ func (s *Scored) Pick(req *Request, v *View, d *Decision) {
 	t.keepChosen(d.Replica, queue(d.Replica), qs, ks, ps, total)
 }
 
-func explainScored(d *Decision, b *strings.Builder) {
+func explainScored(d *Decision, b []byte) []byte {
 	t := &d.Trace
 	flags, lo, hi := t.Int(scFlags), t.Val(scQueueLo), t.Val(scQueueHi)
-	fmt.Fprintf(b, "\n  score = %g·queue + %g·kv + %g·prefix", t.Val(scQueueWeight), t.Val(scKVWeight), t.Val(scPrefixWeight))
+	w := text(b).s("\n  score = ").g(t.Val(scQueueWeight)).s("·queue + ").g(t.Val(scKVWeight)).s("·kv + ").
+		g(t.Val(scPrefixWeight)).s("·prefix")
 	if flags&scoredQueueFallback != 0 {
-		fmt.Fprintf(b, "\n  queue: a replica's queue is unknown → router-side requests in flight, min %g max %g", lo, hi)
+		w = w.s("\n  queue: a replica's queue is unknown → router-side requests in flight, min ").g(lo).s(" max ").g(hi)
 	} else {
-		fmt.Fprintf(b, "\n  queue: reported waiting, min %g max %g", lo, hi)
+		w = w.s("\n  queue: reported waiting, min ").g(lo).s(" max ").g(hi)
 	}
 	if flags&scoredKVUnknown != 0 {
-		b.WriteString("; kv: a replica's KV use is unknown → 0 for all")
+		w = w.s("; kv: a replica's KV use is unknown → 0 for all")
 	}
 	for i := range min(t.NCands, MaxTraceCands) {
 		c := &t.Cands[i]
-		fmt.Fprintf(b, "\n  %s: queue %g → %.3f, kv %.3f, prefix %.3f → %.3f", t.name(int(c.Replica)),
-			c.At(scColQueue), c.At(scColQueueScore), c.At(scColKVScore), c.At(scColPrefixScore), c.At(scColTotal))
+		w = w.s("\n  ").name(t, int(c.Replica)).s(": queue ").g(c.At(scColQueue)).s(" → ").f(c.At(scColQueueScore), 3).
+			s(", kv ").f(c.At(scColKVScore), 3).s(", prefix ").f(c.At(scColPrefixScore), 3).s(" → ").f(c.At(scColTotal), 3)
 	}
 	if t.NCands > MaxTraceCands {
-		fmt.Fprintf(b, "\n  … %d more replicas scored", t.NCands-MaxTraceCands)
+		w = w.s("\n  … ").i(t.NCands - MaxTraceCands).s(" more replicas scored")
 	}
 	if ties := t.Int(scTies); ties > 1 {
-		fmt.Fprintf(b, "\n  %d replicas share the top score %.3f → the first clockwise from the home: %s", ties, t.Val(scTop), t.name(d.Replica))
-	} else {
-		fmt.Fprintf(b, "\n  top score %.3f → %s", t.Val(scTop), t.name(d.Replica))
+		return w.s("\n  ").d(ties).s(" replicas share the top score ").f(t.Val(scTop), 3).
+			s(" → the first clockwise from the home: ").name(t, d.Replica)
 	}
+	return w.s("\n  top score ").f(t.Val(scTop), 3).s(" → ").name(t, d.Replica)
 }
 
 // queueRange returns the least and the longest queue among the candidates.

@@ -1,10 +1,5 @@
 package policy
 
-import (
-	"fmt"
-	"strings"
-)
-
 // Sizes of the fixed trace buffers: a Trace never allocates while a policy
 // fills it. Loads of replicas beyond MaxTraceLoads are summarised, and
 // checks beyond MaxTraceChecks are counted.
@@ -36,9 +31,11 @@ type Trace struct {
 	// Head, when set, replaces Policy at the start of the text ("bounded
 	// (token mode)").
 	Head string
-	// Explain writes the lines after the head: the policy's own text. It is
-	// a plain function (never a closure), so setting it does not allocate.
-	Explain func(d *Decision, b *strings.Builder)
+	// Explain appends the lines after the head, the policy's own text, to b
+	// and returns the extended slice (append's contract: with room in b it
+	// allocates nothing). It is a plain function (never a closure), so
+	// setting it does not allocate.
+	Explain func(d *Decision, b []byte) []byte
 	Names   []string
 	N       int // replicas
 	Hash    uint64
@@ -183,129 +180,138 @@ func (t *Trace) addCheck(c Check) {
 	t.NChecks++
 }
 
-func (t *Trace) name(r int) string {
-	if r >= 0 && r < len(t.Names) {
-		return t.Names[r]
-	}
-	return fmt.Sprintf("#%d", r)
-}
-
 // writeBounded writes the lines of a bounded-loads walk (bounded, and
 // llm-aware after its own lines; llm says which wording to use).
-func (t *Trace) writeBounded(b *strings.Builder, d *Decision, llm bool) {
+func (t *Trace) writeBounded(w text, d *Decision, llm bool) text {
 	if llm {
-		t.writePlacement(b)
+		w = t.writePlacement(w)
 	}
-	t.writeLoads(b, fmt.Sprintf("load (%s)", t.Unit))
+	w = t.writeLoads(w.s("\n  load (").s(t.Unit.String()).s(")"))
 	prefCost := t.Cost
 	if t.CacheAt == t.Preferred && t.CacheAt >= 0 {
 		prefCost = t.CacheCost
 	}
-	capText := "cap=" + t.num(t.Cap)
-	if t.Unit == Requests {
-		capText = fmt.Sprintf("cap=⌈%.2f⌉=%s", (1+t.Epsilon)*t.Avg, t.num(t.Cap))
-	}
 	if llm {
-		fmt.Fprintf(b, "; +%d → total=%d, avg=%.1f, %s", prefCost, t.Total, t.Avg, capText)
+		w = w.s("; +").d(prefCost).s(" → total=").d(t.Total).s(", avg=").f(t.Avg, 1).s(", cap=")
 	} else {
-		fmt.Fprintf(b, "; with this request total=%d, %s", t.Total, capText)
+		w = w.s("; with this request total=").d(t.Total).s(", cap=")
 	}
+	if t.Unit == Requests {
+		w = w.s("⌈").f((1+t.Epsilon)*t.Avg, 2).s("⌉=")
+	}
+	w = t.num(w, t.Cap)
 	if t.Long {
-		fmt.Fprintf(b, "\n  long stickiness: prompt_tokens=%d ≥ %d and cache_likely=%t → long_cap=%.1f",
-			t.Prompt, t.LongPrompt, t.CacheLikely, t.LongCap)
+		w = w.s("\n  long stickiness: prompt_tokens=").i(t.Prompt).s(" ≥ ").i(t.LongPrompt).
+			s(" and cache_likely=").t(t.CacheLikely).s(" → long_cap=").f(t.LongCap, 1)
 	}
-	t.writeChecks(b, d, prefCost)
+	w = t.writeChecks(w, d, prefCost)
 	if t.NChecks > MaxTraceChecks {
-		fmt.Fprintf(b, "\n  … %d more replicas checked", t.NChecks-MaxTraceChecks)
+		w = w.s("\n  … ").i(t.NChecks - MaxTraceChecks).s(" more replicas checked")
 	}
 	if d.Reason == LeastLoaded {
-		fmt.Fprintf(b, "\n  no replica within the cap → least loaded: %s (%d with this request)", t.name(d.Replica), t.LeastLoad)
+		w = w.s("\n  no replica within the cap → least loaded: ").name(t, d.Replica).
+			s(" (").d(t.LeastLoad).s(" with this request)")
 	}
+	return w
 }
 
 // num writes a load or cap in the walk's unit.
-func (t *Trace) num(v float64) string {
+func (t *Trace) num(w text, v float64) text {
 	if t.Unit == Requests {
-		return fmt.Sprintf("%.0f", v)
+		return w.f(v, 0)
 	}
-	return fmt.Sprintf("%.1f", v)
+	return w.f(v, 1)
 }
 
 // writePlacement writes llm-aware's lines about placement memory and the
 // request's cost on the preferred replica.
-func (t *Trace) writePlacement(b *strings.Builder) {
+func (t *Trace) writePlacement(w text) text {
 	switch {
 	case t.Last < 0 || t.LastTokens == 0:
-		fmt.Fprintf(b, "\n  placement memory: no cache known → preferred=%s (ring home)", t.name(t.Preferred))
+		w = w.s("\n  placement memory: no cache known → preferred=").name(t, t.Preferred).s(" (ring home)")
 	case !t.Memory:
-		fmt.Fprintf(b, "\n  placement memory: off (last served on %s with %d cached tokens) → preferred=%s (ring home)",
-			t.name(t.Last), t.LastTokens, t.name(t.Preferred))
+		w = w.s("\n  placement memory: off (last served on ").name(t, t.Last).s(" with ").i(t.LastTokens).
+			s(" cached tokens) → preferred=").name(t, t.Preferred).s(" (ring home)")
 	default:
-		fmt.Fprintf(b, "\n  placement memory: last served on %s with %d cached tokens → preferred=%s",
-			t.name(t.Last), t.LastTokens, t.name(t.Preferred))
+		w = w.s("\n  placement memory: last served on ").name(t, t.Last).s(" with ").i(t.LastTokens).
+			s(" cached tokens → preferred=").name(t, t.Preferred)
 	}
 	if t.CacheAt == t.Preferred && t.CacheAt >= 0 {
-		fmt.Fprintf(b, "\n  cost on %s: max(1, %d-%d)=%d + %d = %d (new tokens only, cache hit)",
-			t.name(t.Preferred), t.Prompt, t.LastTokens, t.CacheCost-int64(t.Output), t.Output, t.CacheCost)
-	} else {
-		fmt.Fprintf(b, "\n  cost on %s: %d + %d = %d (whole prompt", t.name(t.Preferred), t.Prompt, t.Output, t.Cost)
-		if !t.CacheAware && t.CacheLikely {
-			b.WriteString(", cache-aware load off")
-		}
-		b.WriteString(")")
+		return w.s("\n  cost on ").name(t, t.Preferred).s(": max(1, ").i(t.Prompt).s("-").i(t.LastTokens).
+			s(")=").d(t.CacheCost - int64(t.Output)).s(" + ").i(t.Output).s(" = ").d(t.CacheCost).
+			s(" (new tokens only, cache hit)")
 	}
+	w = w.s("\n  cost on ").name(t, t.Preferred).s(": ").i(t.Prompt).s(" + ").i(t.Output).s(" = ").d(t.Cost).
+		s(" (whole prompt")
+	if !t.CacheAware && t.CacheLikely {
+		w = w.s(", cache-aware load off")
+	}
+	return w.s(")")
 }
 
 // writeChecks writes one line per candidate the walk checked (prefCost: the
 // request's cost on the preferred replica).
-func (t *Trace) writeChecks(b *strings.Builder, d *Decision, prefCost int64) {
+func (t *Trace) writeChecks(w text, d *Decision, prefCost int64) text {
 	// Merge the preferred replica's normal and long checks into one line, as
 	// the study printed them.
 	checks := t.Checks[:min(t.NChecks, MaxTraceChecks)]
 	for i := 0; i < len(checks); i++ {
 		c := checks[i]
-		r := int(c.Replica)
-		last := i == len(checks)-1 && t.NChecks <= MaxTraceChecks
+		w = w.s("\n  ").name(t, int(c.Replica)).s(": ")
 		if !c.Fit && !c.Long && i+1 < len(checks) && checks[i+1].Long && checks[i+1].Fit {
 			l := checks[i+1]
-			fmt.Fprintf(b, "\n  %s: %d+%d=%d ≤ long_cap=%.1f (> normal cap=%s) → %s",
-				t.name(r), l.Load, l.Cost, l.Load+l.Cost, l.Limit, t.num(c.Limit), d.Reason)
+			w = w.d(l.Load).s("+").d(l.Cost).s("=").d(l.Load+l.Cost).s(" ≤ long_cap=").f(l.Limit, 1).
+				s(" (> normal cap=")
+			w = t.num(w, c.Limit).s(") → ").s(string(d.Reason))
 			i++
 			continue
 		}
-		limit := t.num(c.Limit)
-		if c.Long {
-			limit = fmt.Sprintf("long_cap=%.1f", c.Limit)
-		}
-		if c.Cost != prefCost && !c.Long {
-			limit += fmt.Sprintf(" (cap with its cost: (1+%g)·(%d+%d)/%d)", t.Epsilon, t.Sum, c.Cost, t.N)
-		}
 		outcome := "skip"
-		if c.Fit && last {
-			outcome = d.Reason.String()
+		if c.Fit && i == len(checks)-1 && t.NChecks <= MaxTraceChecks {
+			outcome = string(d.Reason)
 		}
-		switch {
-		case c.Idle:
-			fmt.Fprintf(b, "\n  %s: idle (nothing in flight) → %s", t.name(r), outcome)
-		case c.Fit:
-			fmt.Fprintf(b, "\n  %s: %d+%d=%d ≤ %s → %s", t.name(r), c.Load, c.Cost, c.Load+c.Cost, limit, outcome)
-		default:
-			fmt.Fprintf(b, "\n  %s: %d+%d=%d > %s → skip", t.name(r), c.Load, c.Cost, c.Load+c.Cost, limit)
+		if c.Idle {
+			w = w.s("idle (nothing in flight) → ").s(outcome)
+			continue
 		}
+		w = w.d(c.Load).s("+").d(c.Cost).s("=").d(c.Load + c.Cost)
+		if c.Fit {
+			w = w.s(" ≤ ")
+		} else {
+			w = w.s(" > ")
+		}
+		w = t.writeLimit(w, c, prefCost).s(" → ").s(outcome)
 	}
+	return w
 }
 
-// writeLoads writes a line "label: name=load …" of the loads the trace
-// recorded (the first MaxTraceLoads replicas, then how many there are).
-func (t *Trace) writeLoads(b *strings.Builder, label string) {
-	fmt.Fprintf(b, "\n  %s: ", label)
+// writeLimit writes the cap check c was checked against: the normal or the
+// long-conversation cap, and how the cap moves with its cost when the
+// request costs there what it does not cost on the preferred replica.
+func (t *Trace) writeLimit(w text, c Check, prefCost int64) text {
+	if c.Long {
+		return w.s("long_cap=").f(c.Limit, 1)
+	}
+	w = t.num(w, c.Limit)
+	if c.Cost != prefCost {
+		w = w.s(" (cap with its cost: (1+").g(t.Epsilon).s(")·(").d(t.Sum).s("+").d(c.Cost).s(")/").i(t.N).s(")")
+	}
+	return w
+}
+
+// writeLoads writes ": name=load …", the loads the trace recorded (the
+// first MaxTraceLoads replicas, then how many there are), after the label
+// the caller wrote.
+func (t *Trace) writeLoads(w text) text {
+	w = w.s(": ")
 	for r := range min(t.N, MaxTraceLoads) {
 		if r > 0 {
-			b.WriteByte(' ')
+			w = append(w, ' ')
 		}
-		fmt.Fprintf(b, "%s=%d", t.name(r), t.Loads[r])
+		w = w.name(t, r).s("=").d(t.Loads[r])
 	}
 	if t.N > MaxTraceLoads {
-		fmt.Fprintf(b, " … (%d replicas)", t.N)
+		w = w.s(" … (").i(t.N).s(" replicas)")
 	}
+	return w
 }

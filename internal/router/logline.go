@@ -4,8 +4,10 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
+	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/state"
 	"github.com/llm-ring/llm-ring/internal/wire"
 )
@@ -80,13 +82,52 @@ func (r *Router) finish(ctx context.Context, f *flight) {
 	if f.fail != failNone {
 		attrs = append(attrs, slog.String("error_kind", f.fail.String()), slog.String("error", clip(f.errMsg, 512)))
 	}
-	trace := f.d.Format()
+	bp := traceBufs.Get().(*[]byte)
+	trace := f.d.AppendFormat((*bp)[:0])
 	if f.adm.on { // admission control (issue 22): its wait in the line and the trace
 		attrs = append(attrs, slog.Float64("queue_wait_ms", ms(f.adm.wait)), slog.Int("priority", f.adm.priority))
-		trace += f.adm.note()
+		trace = append(trace, f.adm.note()...)
 	}
-	attrs = append(attrs, slog.String("trace", clip(trace, 4096)))
+	attrs = append(attrs, slog.String("trace", clipText(trace, maxTrace)))
+	putTraceBuf(bp, trace)
 	r.log.LogAttrs(ctx, level, "request", attrs...)
+}
+
+// maxTrace is the most bytes of a decision's trace a log line or the status
+// page shows (then "…").
+const maxTrace = 4096
+
+// traceBufs holds the buffers decision traces are rendered into (issue 21):
+// the text is appended without allocating, and only the final string is.
+var traceBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2<<10); return &b }}
+
+// putTraceBuf returns a trace buffer to the pool, keeping the storage b grew
+// into; one that grew past a few clipped traces is left to the collector.
+func putTraceBuf(bp *[]byte, b []byte) {
+	if cap(b) > 4*maxTrace {
+		return
+	}
+	*bp = b[:0]
+	traceBufs.Put(bp)
+}
+
+// traceText renders d's trace as clip(d.Format(), maxTrace) does, with one
+// allocation: the string.
+func traceText(d *policy.Decision) string {
+	bp := traceBufs.Get().(*[]byte)
+	b := d.AppendFormat((*bp)[:0])
+	s := clipText(b, maxTrace)
+	putTraceBuf(bp, b)
+	return s
+}
+
+// clipText is clip for a text being built: b as a string, cut to n bytes
+// and marked with "…" when longer (it may write into b past n).
+func clipText(b []byte, n int) string {
+	if len(b) <= n {
+		return string(b)
+	}
+	return string(append(b[:n], "…"...))
 }
 
 // statusLabel is an HTTP status as a metric label, without allocating for

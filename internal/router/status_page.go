@@ -144,7 +144,7 @@ func decisionInfo(rec *decisionRecord) DecisionInfo {
 		Replica: rec.replica, Reason: rec.d.Reason.String(), Status: rec.status, Attempts: rec.attempts,
 		EstPrompt: rec.estPrompt, ExpectCached: rec.expectCached, CountsKnown: rec.known,
 		CacheN: rec.cacheN, PromptN: rec.promptN, PredictedN: rec.predictedN,
-		LatencyMS: ms(rec.latency), ErrorKind: rec.errKind, Trace: clip(rec.d.Format(), 4096),
+		LatencyMS: ms(rec.latency), ErrorKind: rec.errKind, Trace: traceText(&rec.d),
 	}
 	if rec.ttft > 0 {
 		v := ms(rec.ttft)
