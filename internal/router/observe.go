@@ -45,7 +45,10 @@ func msDuration(v float64) time.Duration {
 // bytes, else at its EOF, or earlier for a stream: at "data: [DONE]"
 // (OpenAI-compatible) or at the chunk with "stop": true (llama.cpp's
 // /completion). Either way it then calls done once, before the bytes that
-// end the answer are handed on to the client. (Waiting for EOF alone was
+// end the answer are handed on to the client, and never under its own lock
+// (done settles the request: the routing table's lock, the cluster's
+// sends). Locking: mu guards the fields below it; Read runs in the proxy's
+// copying goroutine, learn, complete and counts may be called from others. (Waiting for EOF alone was
 // not enough: the proxy flushes every write, so a client could have the
 // whole answer, and send its next turn, before the read that returns EOF.)
 type observer struct {
@@ -73,6 +76,7 @@ type observer struct {
 	mu    sync.Mutex
 	first time.Time // first byte from the replica
 	eof   bool      // the answer has ended
+	ended bool      // it ended in this Read: finish is still to be called
 	buf   []byte    // whole body (JSON) or the current partial line (SSE)
 	over  bool      // body larger than maxKeep
 	got   counts
@@ -106,8 +110,28 @@ func (o *observer) Read(p []byte) (int, error) {
 		return 0, o.fail
 	}
 	n, err := o.rc.Read(p)
+	n, err, ended, got := o.take(p, n, err)
+	if ended {
+		o.finish(got)
+	}
+	return n, err
+}
+
+// take reads what one Read of the replica's answer brought (n bytes of p,
+// err), under the observer's lock, and reports whether the answer ended
+// with it, and its counts then: Read calls the end's callback after
+// unlocking, so that settling (the routing table's lock, the cluster's
+// sends) never runs under this lock.
+func (o *observer) take(p []byte, n int, err error) (int, error, bool, counts) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	n, err = o.takeLocked(p, n, err)
+	ended := o.ended
+	o.ended = false
+	return n, err, ended, o.got
+}
+
+func (o *observer) takeLocked(p []byte, n int, err error) (int, error) {
 	if err != nil && err != io.EOF && !o.eof {
 		// The answer broke off: pass on what came, then the error event
 		// (streams only), then the failure.
@@ -182,17 +206,23 @@ func (o *observer) feed(p []byte) {
 	}
 }
 
-// end marks the answer as ended and calls done, once.
+// end marks the answer as ended, once; Read then calls finish, outside
+// the lock. o.mu is held.
 func (o *observer) end() {
 	if o.eof {
 		return
 	}
-	o.eof = true
+	o.eof, o.ended = true, true
+}
+
+// finish is the answer's end: done, or the flight's settling, with the
+// counts got. Called once, without o.mu.
+func (o *observer) finish(got counts) {
 	switch {
 	case o.done != nil:
-		o.done(o.got)
+		o.done(got)
 	case o.release:
-		o.rt.settle(o.fl, o.got.outcome(), time.Now())
+		o.rt.settle(o.fl, got.outcome(), time.Now())
 	}
 }
 

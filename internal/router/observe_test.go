@@ -57,3 +57,40 @@ func TestObserverEndsWithTheLastByte(t *testing.T) {
 		}
 	}
 }
+
+// The end's callback settles the request (the routing table's lock, the
+// cluster's sends): it must not run under the observer's own lock, for a
+// JSON body and for a stream, and it runs once.
+func TestObserverEndRunsOutsideItsLock(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		sse  bool
+		body string
+	}{
+		{"json", false, `{"content":"ok","timings":{"cache_n":1,"prompt_n":2,"predicted_n":3}}`},
+		{"stream", true, "data: {\"choices\":[]}\n\ndata: [DONE]\n\n"},
+	} {
+		o := newObserver(&chunks{parts: []string{c.body}}, c.sse, -1)
+		calls := 0
+		o.done = func(counts) {
+			calls++
+			if !o.mu.TryLock() {
+				t.Errorf("%s: done runs under the observer's lock", c.name)
+				return
+			}
+			o.mu.Unlock()
+			if !o.complete() {
+				t.Errorf("%s: done before the answer is marked ended", c.name)
+			}
+		}
+		buf := make([]byte, 256)
+		for range 4 {
+			if _, err := o.Read(buf); err == io.EOF {
+				break
+			}
+		}
+		if calls != 1 {
+			t.Errorf("%s: done called %d times, want 1", c.name, calls)
+		}
+	}
+}
