@@ -34,8 +34,8 @@ func TestCountsEqualsAMap(t *testing.T) {
 					delete(ref, k)
 				}
 			}
-			if got, want := c.get(k), ref[k]; got != want || c.n != len(ref) {
-				t.Fatalf("%d keys, step %d: key %#x count %d, map %d; %d keys held, map %d", keys, step, k, got, want, c.n, len(ref))
+			if got, want := c.get(k), ref[k]; got != want || c.len() != len(ref) {
+				t.Fatalf("%d keys, step %d: key %#x count %d, map %d; %d keys held, map %d", keys, step, k, got, want, c.len(), len(ref))
 			}
 		}
 		for k, want := range ref {

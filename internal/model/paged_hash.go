@@ -23,19 +23,31 @@ func (t *blockIndex) slot(h uint64) int {
 
 // get returns the block of hash h.
 func (t *blockIndex) get(h uint64) (int32, bool) {
+	if p := t.ref(h); p != nil {
+		return *p, true
+	}
+	return 0, false
+}
+
+// ref returns the value cell of hash h (valid until the next put or del),
+// or nil when h is absent.
+func (t *blockIndex) ref(h uint64) *int32 {
 	if h == 0 {
-		return t.zero, t.hasZero
+		if t.hasZero {
+			return &t.zero
+		}
+		return nil
 	}
 	if len(t.keys) == 0 {
-		return 0, false
+		return nil
 	}
 	mask := len(t.keys) - 1
 	for i := t.slot(h); ; i = (i + 1) & mask {
 		switch t.keys[i] {
 		case h:
-			return t.vals[i], true
+			return &t.vals[i]
 		case 0:
-			return 0, false
+			return nil
 		}
 	}
 }
