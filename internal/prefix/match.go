@@ -74,14 +74,20 @@ func (ix *Index) MatchSalted(blocks []uint64, salt uint64, now int64, replicas [
 		ix.matchWide(blocks, salt)
 	}
 	for k, id := range replicas {
-		switch s := ix.slot(id); {
-		case s < 0:
-			out[k] = 0
-		case s < 64:
-			out[k] = depth[s]
-		default:
-			out[k] = wide.depth[s-64]
-		}
+		out[k] = slotDepth(ix.slot(id), &depth, wide.depth)
+	}
+}
+
+// slotDepth is the matched depth of the replica in slot s (-1: none): the
+// first 64 slots' from depth, the others' from wide.
+func slotDepth(s int32, depth *[64]int32, wide []int32) int32 {
+	switch {
+	case s < 0:
+		return 0
+	case s < 64:
+		return depth[s]
+	default:
+		return wide[s-64]
 	}
 }
 
@@ -107,14 +113,7 @@ func (ix *Index) matchList(blocks []uint64, salt uint64, now, cutoff int64, repl
 		ix.matchWide(blocks, salt)
 	}
 	for k, s := range l.slots {
-		switch {
-		case s < 0:
-			out[k] = 0
-		case s < 64:
-			out[k] = depth[s]
-		default:
-			out[k] = w.depth[s-64]
-		}
+		out[k] = slotDepth(s, &depth, w.depth)
 	}
 }
 
