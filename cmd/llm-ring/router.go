@@ -73,7 +73,9 @@ func discoverySource(cfg *config.Router, log *slog.Logger) (discovery.Source, er
 
 // loadRouterConfig is the start of the router and the endpoint picker:
 // --config (required) loaded and validated, and the JSON logger at
-// --log-level, which client-go's own lines go through too.
+// --log-level, which client-go's own lines go through too: slog's
+// JSONHandler, with the per-request line written directly
+// (router.NewLogHandler, the same bytes).
 func loadRouterConfig(path, level string, stdout io.Writer) (*config.Router, *slog.Logger, error) {
 	if path == "" {
 		return nil, nil, usageError{errors.New("--config is required")}
@@ -86,7 +88,7 @@ func loadRouterConfig(path, level string, stdout io.Writer) (*config.Router, *sl
 	if err != nil {
 		return nil, nil, err
 	}
-	log := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: lv}))
+	log := slog.New(router.NewLogHandler(stdout, &slog.HandlerOptions{Level: lv}))
 	klog.SetSlogLogger(log) // client-go's own lines, as JSON like the rest
 	return cfg, log, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/replica"
+	"github.com/llm-ring/llm-ring/internal/router"
 	"github.com/llm-ring/llm-ring/profiles"
 )
 
@@ -313,6 +314,6 @@ func (f *runEmbeddedFlags) router(spec experiment.Spec) (experiment.Spec, func()
 	if err != nil {
 		return spec, nil, err
 	}
-	spec.Log = slog.New(slog.NewJSONHandler(file, nil))
+	spec.Log = slog.New(router.NewLogHandler(file, nil)) // slog's JSON, the request line written directly
 	return spec, file.Close, nil
 }

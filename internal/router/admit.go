@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -219,13 +218,20 @@ type admitted struct {
 	pool     *admPool
 }
 
-// note is the admission line of the request's logged trace.
-func (ad *admitted) note() string {
-	how := "admitted at once"
-	if ad.queued {
-		how = fmt.Sprintf("waited %.1f ms in the queue", float64(ad.wait.Microseconds())/1000)
+// appendNote appends the admission line of the request's logged trace
+// (without fmt: the text "\n  admission: band %d, flow %q: %s", with "waited
+// %.1f ms in the queue" or "admitted at once").
+func (ad *admitted) appendNote(dst []byte) []byte {
+	dst = append(dst, "\n  admission: band "...)
+	dst = strconv.AppendInt(dst, int64(ad.priority), 10)
+	dst = append(dst, ", flow "...)
+	dst = strconv.AppendQuote(dst, clip(ad.flow, 64))
+	if !ad.queued {
+		return append(dst, ": admitted at once"...)
 	}
-	return fmt.Sprintf("\n  admission: band %d, flow %q: %s", ad.priority, clip(ad.flow, 64), how)
+	dst = append(dst, ": waited "...)
+	dst = strconv.AppendFloat(dst, float64(ad.wait.Microseconds())/1000, 'f', 1, 64)
+	return append(dst, " ms in the queue"...)
 }
 
 // done runs after an admitted request's answer ended: its flow's budget is

@@ -412,7 +412,7 @@ func stub(t *testing.T, name string, fn http.HandlerFunc) replicaset.Replica {
 // stubRouter is a router (through Serve) in front of the given replicas.
 func stubRouter(t *testing.T, pol string, rs []replicaset.Replica, edit ...func(*config.Router)) *served {
 	h := &harness{logs: &bytes.Buffer{}}
-	rt, err := New(Options{Config: testConfig(t, pol, rs, edit...), Logger: slog.New(slog.NewJSONHandler(syncWriter{w: h.logs}, nil))})
+	rt, err := New(Options{Config: testConfig(t, pol, rs, edit...), Logger: slog.New(NewLogHandler(syncWriter{w: h.logs}, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,45 +52,83 @@ func (r *Router) finish(ctx context.Context, f *flight) {
 	if !r.log.Enabled(ctx, level) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 28) // every field below: one allocation
-	attrs = append(attrs,
-		slog.String("conversation", f.convo()),
-		slog.String("key_source", f.p.keySource),
-		slog.Int("turn", f.p.turn),
-		slog.String("path", f.path),
-		slog.Bool("stream", f.p.stream),
-		slog.String("policy", policyName),
-		slog.String("replica", f.ticket.Replica.Name),
-		slog.String("cached_on", f.ticket.CachedOn),
-		slog.String("reason", f.d.Reason.String()),
-		slog.Int("est_prompt_tokens", f.ticket.EstPrompt),
-		slog.Int64("charge", f.ticket.Charge),
-		slog.Int("expect_cached", f.ticket.ExpectCached),
-		slog.Bool("counts_known", out.Known),
-		slog.Int("cache_n", c.cacheN),
-		slog.Int("prompt_n", c.promptN),
-		slog.Int("predicted_n", c.predictedN),
-		slog.Bool("cache_lost", fb.CacheLost),
-		slog.Int("status", f.status),
-		slog.Float64("latency_ms", ms(latency)),
-		slog.Int("attempts", f.tries),
-	)
-	if f.obs != nil && !f.obs.first.IsZero() {
-		attrs = append(attrs, slog.Float64("ttft_ms", ms(f.obs.first.Sub(f.start))))
-	}
-	attrs = f.modelAttrs(attrs)
-	if f.fail != failNone {
-		attrs = append(attrs, slog.String("error_kind", f.fail.String()), slog.String("error", clip(f.errMsg, 512)))
-	}
+	r.logRequest(ctx, f, level, c, latency)
+}
+
+// logRequest writes the request's line, which keeps its decision's trace:
+// appended as JSON into a pooled buffer and written at once when the
+// logger is NewLogHandler's (loghandler.go), else as a slog record.
+func (r *Router) logRequest(ctx context.Context, f *flight, level slog.Level, c counts, latency time.Duration) {
 	bp := traceBufs.Get().(*[]byte)
 	trace := f.d.AppendFormat((*bp)[:0])
-	if f.adm.on { // admission control (issue 22): its wait in the line and the trace
-		attrs = append(attrs, slog.Float64("queue_wait_ms", ms(f.adm.wait)), slog.Int("priority", f.adm.priority))
-		trace = append(trace, f.adm.note()...)
+	if f.adm.on { // admission control (issue 22): its wait in the trace
+		trace = f.adm.appendNote(trace)
 	}
-	attrs = append(attrs, slog.String("trace", clipText(trace, maxTrace)))
+	if r.direct != nil {
+		j := jsonLines.Get().(*jsonLine)
+		j.begin(time.Now(), level, "request")
+		f.requestFields(j, c, latency, trace)
+		j.end()
+		if j.ok {
+			r.direct.w.Write(j.b)
+		}
+		ok := j.ok
+		if cap(j.b) <= 64<<10 {
+			jsonLines.Put(j)
+		}
+		if ok {
+			putTraceBuf(bp, trace)
+			return
+		}
+	}
+	l := attrLine{a: make([]slog.Attr, 0, 28)} // every field: one allocation
+	f.requestFields(&l, c, latency, trace)
 	putTraceBuf(bp, trace)
-	r.log.LogAttrs(ctx, level, "request", attrs...)
+	r.log.LogAttrs(ctx, level, "request", l.a...)
+}
+
+// requestFields gives e the request line's fields in their order: the one
+// list the direct line and the slog record are both made of.
+func (f *flight) requestFields(e lineEncoder, c counts, latency time.Duration, trace []byte) {
+	e.hex("conversation", f.in.Hash)
+	e.str("key_source", f.p.keySource)
+	e.int("turn", int64(f.p.turn))
+	e.str("path", f.path)
+	e.bool("stream", f.p.stream)
+	e.str("policy", f.d.Trace.Policy)
+	e.str("replica", f.ticket.Replica.Name)
+	e.str("cached_on", f.ticket.CachedOn)
+	e.str("reason", f.d.Reason.String())
+	e.int("est_prompt_tokens", int64(f.ticket.EstPrompt))
+	e.int("charge", f.ticket.Charge)
+	e.int("expect_cached", int64(f.ticket.ExpectCached))
+	e.bool("counts_known", f.out.Known)
+	e.int("cache_n", int64(c.cacheN))
+	e.int("prompt_n", int64(c.promptN))
+	e.int("predicted_n", int64(c.predictedN))
+	e.bool("cache_lost", f.fb.CacheLost)
+	e.int("status", int64(f.status))
+	e.float("latency_ms", ms(latency))
+	e.int("attempts", int64(f.tries))
+	if f.obs != nil && !f.obs.first.IsZero() {
+		e.float("ttft_ms", ms(f.obs.first.Sub(f.start)))
+	}
+	if f.model != "" { // the model sent upstream and the LoRA adapter with its tier (issue 23)
+		e.str("model", clip(f.model, 128))
+	}
+	if f.in.Adapter != "" {
+		e.str("adapter", f.in.Adapter)
+		e.int("adapter_tier", int64(f.ticket.AdapterTier))
+	}
+	if f.fail != failNone {
+		e.str("error_kind", f.fail.String())
+		e.str("error", clip(f.errMsg, 512))
+	}
+	if f.adm.on {
+		e.float("queue_wait_ms", ms(f.adm.wait))
+		e.int("priority", int64(f.adm.priority))
+	}
+	e.text("trace", trace, maxTrace)
 }
 
 // maxTrace is the most bytes of a decision's trace a log line or the status
@@ -147,15 +185,3 @@ var statusLabels = func() (s [500]string) {
 }()
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-// modelAttrs appends the model sent upstream and the LoRA adapter with its
-// tier (issue 23), when the request has them.
-func (f *flight) modelAttrs(attrs []slog.Attr) []slog.Attr {
-	if f.model != "" {
-		attrs = append(attrs, slog.String("model", clip(f.model, 128)))
-	}
-	if f.in.Adapter != "" {
-		attrs = append(attrs, slog.String("adapter", f.in.Adapter), slog.Int("adapter_tier", int(f.ticket.AdapterTier)))
-	}
-	return attrs
-}

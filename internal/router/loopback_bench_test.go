@@ -114,7 +114,7 @@ func loopbackRig(b *testing.B, target string) (string, *atomic.Int64) {
 		srv.ConnState = count
 		return serveLoopback(b, srv), conns
 	}
-	rt, err := New(Options{Config: cfg, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	rt, err := New(Options{Config: cfg, Logger: slog.New(NewLogHandler(io.Discard, nil))})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -100,6 +100,9 @@ type Router struct {
 
 	urls atomic.Pointer[map[string]*url.URL] // the replicas' parsed URLs, by URL (SetReplicas)
 	adm  *admitter                           // admission control (issue 22, admit.go); nil when off
+	// direct is the logger's handler when it is NewLogHandler's, which the
+	// request line is written through directly (loghandler.go); else nil.
+	direct *logHandler
 	// adminAll is the last PUT /admin/policy addressed to every pool (nil:
 	// none): the pools created after it take it too (admin.go).
 	adminAll atomic.Pointer[PolicyUpdate]
@@ -117,10 +120,11 @@ func New(opts Options) (*Router, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	r := &Router{
-		cfg:  cfg,
-		log:  log,
-		reg:  prometheus.NewRegistry(),
-		base: opts.Transport,
+		cfg:    cfg,
+		log:    log,
+		direct: directLog(log),
+		reg:    prometheus.NewRegistry(),
+		base:   opts.Transport,
 		rules: keyRules{
 			headers:     cfg.ConversationKey.Headers,
 			bodyField:   cfg.ConversationKey.BodyField,

@@ -144,7 +144,7 @@ func newHarness(t testing.TB, pol string, n int, edit ...func(*config.Router)) *
 		rs = append(rs, f.replica())
 	}
 	cfg := testConfig(t, pol, rs, edit...)
-	rt, err := New(Options{Config: cfg, Logger: slog.New(slog.NewJSONHandler(syncWriter{w: h.logs}, nil))})
+	rt, err := New(Options{Config: cfg, Logger: slog.New(NewLogHandler(syncWriter{w: h.logs}, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
