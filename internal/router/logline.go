@@ -9,7 +9,6 @@ import (
 
 	"github.com/llm-ring/llm-ring/internal/policy"
 	"github.com/llm-ring/llm-ring/internal/state"
-	"github.com/llm-ring/llm-ring/internal/wire"
 )
 
 // finish releases the load if the answer's end did not already, and logs
@@ -33,12 +32,13 @@ func (r *Router) finish(ctx context.Context, f *flight) {
 	policyName := f.d.Trace.Policy
 	code := statusLabel(f.status)
 	label := f.pool.Label()
-	r.metrics.requests.WithLabelValues(policyName, f.ticket.Replica.Name, f.d.Reason.String(), code, label).Inc()
+	series := r.metrics.requestSeries(seriesKey{policyName, f.ticket.Replica.Name, f.d.Reason.String(), code, label})
+	series.requests.Inc()
 	latency := now.Sub(f.start)
-	r.metrics.latency.WithLabelValues(policyName, label).Observe(latency.Seconds())
+	series.latency.Observe(latency.Seconds())
 	if out.Known {
-		r.metrics.promptTokens.WithLabelValues(wire.KindCached).Add(float64(out.CacheN))
-		r.metrics.promptTokens.WithLabelValues(wire.KindProcessed).Add(float64(out.PromptN))
+		r.metrics.cached.Add(float64(out.CacheN))
+		r.metrics.processed.Add(float64(out.PromptN))
 		r.metrics.predicted.Add(float64(out.PredictedN))
 	}
 	if fb.CacheLost {

@@ -2,6 +2,7 @@ package router
 
 import (
 	"slices"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -21,6 +22,45 @@ type metrics struct {
 	cacheLost      prometheus.Counter
 	rejected       *prometheus.CounterVec // by code: requests refused before routing
 	bodyBudgetFull prometheus.Counter
+
+	cached, processed prometheus.Counter // promptTokens' two children
+
+	seriesMu sync.RWMutex
+	series   map[seriesKey]requestSeries // see requestSeries
+}
+
+// seriesKey is a finished request's labels: requests_total's five, of
+// which request_seconds' two.
+type seriesKey struct{ policy, replica, reason, code, model string }
+
+// requestSeries are the children of a label set in requests_total and
+// request_seconds.
+type requestSeries struct {
+	requests prometheus.Counter
+	latency  prometheus.Observer
+}
+
+// requestSeries is the children of k, looked up in the vectors once per
+// label set (issue 21: WithLabelValues validates and hashes every label
+// value on every call). A child, once made, is the vector's for good (the
+// router deletes no series), so the cache holds no more entries than
+// requests_total has series, and a label set's series appears when its
+// first request ends, as before.
+func (m *metrics) requestSeries(k seriesKey) requestSeries {
+	m.seriesMu.RLock()
+	s, ok := m.series[k]
+	m.seriesMu.RUnlock()
+	if ok {
+		return s
+	}
+	s = requestSeries{
+		requests: m.requests.WithLabelValues(k.policy, k.replica, k.reason, k.code, k.model),
+		latency:  m.latency.WithLabelValues(k.policy, k.model),
+	}
+	m.seriesMu.Lock()
+	m.series[k] = s
+	m.seriesMu.Unlock()
+	return s
 }
 
 // The model label (issue 23) is the pool's bounded label (pool.Pool.Label):
@@ -74,9 +114,8 @@ func newMetrics(reg prometheus.Registerer, r *Router, budget *bodyBudget) *metri
 			Help: "Requests refused with 503 because server.max_buffered_body_bytes of request bodies were held.",
 		}),
 	}
-	for _, k := range []string{wire.KindCached, wire.KindProcessed} {
-		m.promptTokens.WithLabelValues(k)
-	}
+	m.cached, m.processed = m.promptTokens.WithLabelValues(wire.KindCached), m.promptTokens.WithLabelValues(wire.KindProcessed)
+	m.series = map[seriesKey]requestSeries{}
 	reg.MustRegister(m.requests, m.decision, m.latency, m.promptTokens, m.predicted,
 		m.upstreamErrors, m.failovers, m.cacheLost, m.rejected, m.bodyBudgetFull, &stateCollector{r: r},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{

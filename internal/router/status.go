@@ -65,8 +65,9 @@ type statusBoard struct {
 	n       int // requests recorded since start
 	history [statusBuckets]statusInterval
 
-	ttft *prometheus.HistogramVec // by policy
-	hits *prometheus.CounterVec   // by result: hit | miss
+	ttft      *prometheus.HistogramVec // by policy
+	hits      *prometheus.CounterVec   // by result: hit | miss
+	hit, miss prometheus.Counter       // its two children
 }
 
 func newStatusBoard(reg prometheus.Registerer, r *Router) *statusBoard {
@@ -81,8 +82,7 @@ func newStatusBoard(reg prometheus.Registerer, r *Router) *statusBoard {
 			Help: "Answered requests that reported their prompt token counts, by result: hit (some prompt tokens reused from the replica's cache) or miss.",
 		}, []string{"result"}),
 	}
-	b.hits.WithLabelValues("hit")
-	b.hits.WithLabelValues("miss")
+	b.hit, b.miss = b.hits.WithLabelValues("hit"), b.hits.WithLabelValues("miss")
 	reg.MustRegister(b.ttft, b.hits, &reportedCollector{r: r})
 	return b
 }
@@ -101,11 +101,11 @@ func (b *statusBoard) record(f *flight, c counts, now time.Time) {
 		b.ttft.WithLabelValues(f.d.Trace.Policy).Observe(rec.ttft.Seconds())
 	}
 	if rec.known {
-		result := "miss"
 		if rec.cacheN > 0 {
-			result = "hit"
+			b.hit.Inc()
+		} else {
+			b.miss.Inc()
 		}
-		b.hits.WithLabelValues(result).Inc()
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
