@@ -1,6 +1,7 @@
 package router
 
 import (
+	"encoding/binary"
 	"strings"
 	"unicode"
 	"unicode/utf16"
@@ -159,6 +160,10 @@ func (s *reqScanner) rawString() (raw []byte, escaped, ok bool) {
 	}
 	start := s.i
 	for s.i < len(s.b) {
+		s.i += plainRun(s.b[s.i:])
+		if s.i >= len(s.b) {
+			break
+		}
 		c := s.b[s.i]
 		switch {
 		case c == '"':
@@ -275,12 +280,36 @@ func (s *reqScanner) integer() (int, bool) {
 }
 
 func isASCII(b []byte) bool {
+	for ; len(b) >= 8; b = b[8:] { // 8 at a time: no high bit set
+		if binary.LittleEndian.Uint64(b)&swarHigh != 0 {
+			return false
+		}
+	}
 	for _, c := range b {
 		if c >= utf8.RuneSelf {
 			return false
 		}
 	}
 	return true
+}
+
+const swarOnes, swarHigh = 0x0101010101010101, 0x8080808080808080
+
+// plainRun is how many bytes at b's start, in whole words of 8, hold no
+// quote, backslash or control byte: the run of a string's contents
+// rawString may pass over without looking at each byte. (A word where
+// one of the tests below fires is left to the byte loop, which decides.)
+func plainRun(b []byte) int {
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		q, bs := x^(swarOnes*'"'), x^(swarOnes*'\\')
+		// A zero byte in q or bs, or a byte below 0x20 in x, sets its high bit.
+		if ((q-swarOnes)&^q|(bs-swarOnes)&^bs|(x-swarOnes*0x20)&^x)&swarHigh != 0 {
+			break
+		}
+	}
+	return i
 }
 
 // getu4 decodes \uXXXX at the start of b, or returns -1.

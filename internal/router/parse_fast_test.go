@@ -144,3 +144,33 @@ func FuzzFastParse(f *testing.F) {
 		agreeFast(t, body, h)
 	})
 }
+
+// TestPlainRunAndIsASCII: the word-at-a-time scans stop no later than the
+// first byte the byte loop must look at (and stop only in its word), and
+// isASCII is the byte loop's answer, for every byte at every offset.
+func TestPlainRunAndIsASCII(t *testing.T) {
+	for n := range 40 {
+		for pos := range n + 1 {
+			for c := range 256 {
+				b := bytes.Repeat([]byte{'a'}, n)
+				if pos < n {
+					b[pos] = byte(c)
+				}
+				first := n
+				for i, x := range b {
+					if x == '"' || x == '\\' || x < 0x20 {
+						first = i
+						break
+					}
+				}
+				if got := plainRun(b); got > first || got < first/8*8 || got%8 != 0 {
+					t.Fatalf("plainRun(%q) = %d, first byte to look at %d", b, got, first)
+				}
+				ascii := pos >= n || c < 0x80
+				if isASCII(b) != ascii {
+					t.Fatalf("isASCII(%q) = %t", b, !ascii)
+				}
+			}
+		}
+	}
+}
