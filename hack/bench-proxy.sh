@@ -14,7 +14,8 @@
 #
 # Needs haproxy on PATH (Debian: apt-get install -y haproxy); without it
 # the router is measured against the direct call only. BENCH_PORT (default
-# 19380) is the first of six loopback ports used.
+# 19380) is the first of six loopback ports used. ROUTER_GOGC, when set,
+# is the router's GOGC (the other contestants keep Go's default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 port=${BENCH_PORT:-19380}
@@ -40,7 +41,7 @@ sed -e "s#^listen: .*#listen: \"127.0.0.1:$port\"#" \
 	-e "s#^  interval: 200ms#  interval: 0s#" \
 	-e "s#http://127.0.0.1:8081#http://$r0#" -e "s#http://127.0.0.1:8082#http://$r1#" \
 	-e "s#http://127.0.0.1:8083#http://$r2#" config/router.yaml >"$tmp/router.yaml"
-"$tmp/llm-ring" router --config "$tmp/router.yaml" >"$tmp/router.log" 2>&1 &
+env ${ROUTER_GOGC:+GOGC=$ROUTER_GOGC} "$tmp/llm-ring" router --config "$tmp/router.yaml" >"$tmp/router.log" 2>&1 &
 pids+=($!)
 router_pid=$!
 targets=(--target "llm-ring=http://127.0.0.1:$port@$router_pid")

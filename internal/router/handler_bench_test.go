@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	rtmetrics "runtime/metrics"
 	"strconv"
 	"strings"
 	"syscall"
@@ -121,18 +122,32 @@ func processCPU() int64 {
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
+// gcCPU is the runtime's estimate of the CPU its garbage collector has
+// spent (mark workers, assists, pauses), in ns.
+func gcCPU() int64 {
+	s := []rtmetrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	rtmetrics.Read(s)
+	if s[0].Value.Kind() != rtmetrics.KindFloat64 {
+		return 0
+	}
+	return int64(s[0].Value.Float64() * 1e9)
+}
+
 // BenchmarkHandler is one proxied request through the router's handler:
-// ns/op, cpu-ns/op and allocs/op of the router's own work.
+// ns/op, cpu-ns/op and allocs/op of the router's own work, and the share
+// of that CPU the garbage collector took (gc-cpu-%; GOGC applies).
 func BenchmarkHandler(b *testing.B) {
 	for _, stream := range []bool{false, true} {
 		b.Run(fmt.Sprintf("stream=%t", stream), func(b *testing.B) {
 			g := newHandlerRig(b, stream)
 			b.ReportAllocs()
-			cpu0 := processCPU()
+			cpu0, gc0 := processCPU(), gcCPU()
 			for b.Loop() {
 				g.serve(b)
 			}
-			b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+			cpu := processCPU() - cpu0
+			b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(100*float64(gcCPU()-gc0)/float64(max(cpu, 1)), "gc-cpu-%")
 		})
 	}
 }
