@@ -185,6 +185,9 @@ func appendJSONString(dst []byte, s string) []byte {
 func appendJSONEscaped[S string | []byte](dst []byte, s S) []byte {
 	start := 0
 	for i := 0; i < len(s); {
+		if i += plainASCII(s[i:]); i >= len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if c >= 0x20 && c != '"' && c != '\\' {
@@ -227,6 +230,22 @@ func appendJSONEscaped[S string | []byte](dst []byte, s S) []byte {
 		start = i
 	}
 	return append(dst, s[start:]...)
+}
+
+// plainASCII is how many bytes at s's start, in whole words of 8, are
+// ASCII that needs no escaping in JSON (no quote, backslash, control or
+// non-ASCII byte): the run appendJSONEscaped copies as it is.
+func plainASCII[S string | []byte](s S) int {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		q, bs := x^(swarOnes*'"'), x^(swarOnes*'\\')
+		if ((q-swarOnes)&^q|(bs-swarOnes)&^bs|(x-swarOnes*0x20)&^x|x)&swarHigh != 0 {
+			break
+		}
+	}
+	return i
 }
 
 // appendJSONFloat appends a finite f as encoding/json writes a float64

@@ -310,3 +310,41 @@ func TestAppendNoteMatchesFmt(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainASCIIRuns: appendJSONEscaped skips plain runs 8 bytes at a
+// time; any byte at any offset of a plain string of any length (so in a
+// whole word, in the tail, or on a word's edge) still gives slog's escaping.
+func TestPlainASCIIRuns(t *testing.T) {
+	at := time.Date(2026, 12, 2, 20, 0, 0, 0, time.UTC)
+	plain := "abcdefghijklmnopqrstuvwxyzABCDEFGHIJ"
+	for n := 1; n <= len(plain); n++ {
+		for pos := range n {
+			for b := range 256 {
+				s := plain[:pos] + string([]byte{byte(b)}) + plain[pos+1:n]
+				fill := func(e lineEncoder) { e.str("k", s); e.text("t", []byte(s), maxTrace) }
+				got, _ := direct(at, slog.LevelInfo, "m", fill)
+				if want := viaSlog(at, slog.LevelInfo, "m", fill); !bytes.Equal(got, want) {
+					t.Fatalf("byte %#x at %d of %d:\n got %s\nwant %s", b, pos, n, got, want)
+				}
+			}
+		}
+	}
+	for _, s := range []string{"\u2028abcdefgh", "abcdefg\u2029", "abcdefgh\xff\xfeabcdefgh"} {
+		fill := func(e lineEncoder) { e.str("k", s) }
+		got, _ := direct(at, slog.LevelInfo, "m", fill)
+		if want := viaSlog(at, slog.LevelInfo, "m", fill); !bytes.Equal(got, want) {
+			t.Fatalf("%q:\n got %s\nwant %s", s, got, want)
+		}
+	}
+}
+
+// BenchmarkAppendJSONString: a decision trace's length of plain text, as
+// the request line escapes it.
+func BenchmarkAppendJSONString(b *testing.B) {
+	s := strings.Repeat("cache-aware: replica 2 (load 3/8, match 0.75 of 412 tokens) ", 4)
+	buf := make([]byte, 0, 1024)
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		buf = appendJSONString(buf[:0], s)
+	}
+}
