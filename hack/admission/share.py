@@ -6,7 +6,7 @@ the lowest light flow's (t1...) ratio to its max-min fair share of good requests
 stage (capacity; median over policies; policies within 1.2x), and, against the folder's -noadm
 twin, goodput with / without admission (min / median over policies).
 
-Usage: python3 hack/admission/share.py OUT  (OUT as given to share.sh)
+Usage: python3 hack/admission/share.py OUT  (OUT as given to share.sh or work.sh)
 """
 import csv, glob, os, re, sys, math, statistics as st
 from collections import defaultdict
@@ -71,7 +71,7 @@ if __name__ == '__main__':
     print('| folder | rate | goodput | TTFT p90 ≤ 1 s | shed | light flow fair ratio (min; ≥ 0.8) | top p90 / at capacity (median; ≤ 1.2×) | goodput / no admission (min / median) |')
     print('|---|---|---|---|---|---|---|---|')
     for d in dirs:
-        s = load(d); base = load(re.sub(r'-(tc0|share[\d.]+)$', '-noadm', d))
+        s = load(d); base = load(re.sub(r'-(tc0|share[\d.]+|work[\d.]+)$', '-noadm', d))
         stages = sorted({k[0] for k in s}, key=stage_key); pols = sorted({k[1] for k in s})
         for stage in stages:
             rows = [s[(stage, p)] for p in pols]

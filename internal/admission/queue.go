@@ -81,11 +81,12 @@ type Controller struct {
 	recentPos int
 	// interval is a moving mean of the time between dispatches (ns): the
 	// expected wait of a request is its place in line times this.
-	interval float64
-	lastAt   int64
-	times    serviceTimes // recent dispatch-to-first-token times (ServiceQuantile)
-	limits   []bandLimit  // Settings.BandLimits, highest band first
-	tokenCap int64        // the configured TokenCapacity (SetKVTokens derives the one in use)
+	interval  float64
+	lastAt    int64
+	times     serviceTimes // recent dispatch-to-first-token times (ServiceQuantile)
+	limits    []bandLimit  // Settings.BandLimits, highest band first
+	tokenCap  int64        // the configured TokenCapacity (SetKVTokens derives the one in use)
+	workLimit int64        // the configured WorkLimitNs (SetSLO derives the one in use)
 }
 
 type bandLimit struct {
@@ -126,7 +127,7 @@ func New(s Settings) *Controller { return NewShared(s, NewBudgets(&s)) }
 // flow's across pools). b is used under the same serialisation as the
 // controllers.
 func NewShared(s Settings, b *Budgets) *Controller {
-	c := &Controller{s: s, budgets: b, byID: map[uint64]*entry{}, tokenCap: s.TokenCapacity}
+	c := &Controller{s: s, budgets: b, byID: map[uint64]*entry{}, tokenCap: s.TokenCapacity, workLimit: s.WorkLimitNs}
 	bands := sortedBands(s.BandLimits)
 	for i := len(bands) - 1; i >= 0; i-- {
 		c.limits = append(c.limits, bandLimit{bands[i], s.BandLimits[bands[i]]})

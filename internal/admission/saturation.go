@@ -4,7 +4,8 @@ import "github.com/llm-ring/llm-ring/internal/policy"
 
 // ReplicaScore is how saturated one replica is: 1 means at a threshold.
 //
-//	score = max(waiting / QueueThreshold, KVUse / KVThreshold, tokens / TokenCapacity)
+//	score = max(waiting / QueueThreshold, KVUse / KVThreshold, tokens / TokenCapacity,
+//	            work / WorkLimitNs)
 //
 // waiting is the larger of what the replica reported and what the router
 // knows it has sent beyond the reported running batch (load.Requests −
@@ -19,7 +20,15 @@ import "github.com/llm-ring/llm-ring/internal/policy"
 // (the live router dispatches from the queue before the request's own
 // goroutine charges the table): counted as in flight, so that one dispatch
 // round does not empty the queue onto replicas that look idle.
+//
+// work is the in-flight tokens priced at the replica's learned prefill rate
+// (work.go); ReplicaScore has only the row's own rate, PoolScore falls back
+// to the pool's mean for a replica that has none.
 func ReplicaScore(row *policy.Row, now int64, s *Settings, pending float64) float64 {
+	return replicaScore(row, now, s, pending, 0)
+}
+
+func replicaScore(row *policy.Row, now int64, s *Settings, pending, meanPF float64) float64 {
 	rep := &row.Reported
 	reporting := rep.HasQueue || rep.HasKV
 	if reporting && now-rep.At > s.StaleAfterNs {
@@ -40,6 +49,9 @@ func ReplicaScore(row *policy.Row, now int64, s *Settings, pending float64) floa
 	if s.TokenCapacity > 0 {
 		score = max(score, float64(row.Load.Tokens)/float64(s.TokenCapacity))
 	}
+	if s.WorkLimitNs > 0 {
+		score = max(score, workTerm(row.Load.Tokens, row.Speed.Prefill, meanPF, s.WorkLimitNs))
+	}
 	return score
 }
 
@@ -55,10 +67,14 @@ func PoolScore(v *policy.View, s *Settings, pending int) float64 {
 			n++
 		}
 	}
+	meanPF := 0.0
+	if s.WorkLimitNs > 0 {
+		meanPF = meanPrefill(v)
+	}
 	sum := 0.0
 	for r := range v.Rows {
 		if !v.Excluded(r) {
-			sum += ReplicaScore(&v.Rows[r], v.Now, s, float64(pending)/float64(max(n, 1)))
+			sum += replicaScore(&v.Rows[r], v.Now, s, float64(pending)/float64(max(n, 1)), meanPF)
 		}
 	}
 	if n == 0 {

@@ -31,6 +31,14 @@ type Settings struct {
 	// driver knows them (Controller.SetKVTokens, TokenCapacityFor); 0: not
 	// derived. See capacity.go.
 	TokenShare float64 `json:"token_share"`
+	// WorkLimitNs is the in-flight work (ns: the replica's in-flight tokens
+	// at its learned prefill rate) at which a replica scores 1; 0: not used
+	// unless WorkShare derives it. See work.go.
+	WorkLimitNs int64 `json:"work_limit_ns"`
+	// WorkShare derives WorkLimitNs when that is 0: WorkShare × the default
+	// TTFT SLO the driver gives requests (Controller.SetSLO,
+	// WorkLimitFor); 0: not derived.
+	WorkShare float64 `json:"work_share"`
 	// StaleAfterNs: a report older than this makes its replica count as
 	// saturated (GIE: stale metrics are 100 % saturated). Default 2 s, ten
 	// intervals of the shipped 200 ms scrape.
@@ -117,6 +125,8 @@ func (s *Settings) Validate() error {
 	check(s.KVThreshold > 0 && s.KVThreshold <= 1, "kv_threshold: must be in (0, 1], got %v", s.KVThreshold)
 	check(s.TokenCapacity >= 0, "token_capacity: must be ≥ 0, got %d", s.TokenCapacity)
 	check(s.TokenShare >= 0 && s.TokenShare <= 1, "token_share: must be in [0, 1], got %v", s.TokenShare)
+	check(s.WorkLimitNs >= 0, "work_limit: must be ≥ 0, got %dns", s.WorkLimitNs)
+	check(s.WorkShare >= 0 && !math.IsInf(s.WorkShare, 0), "work_share: must be ≥ 0, got %v", s.WorkShare)
 	check(s.StaleAfterNs > 0, "stale_after: must be > 0, got %dns", s.StaleAfterNs)
 	check(s.Limit > 0 && !math.IsInf(s.Limit, 0), "limit: must be > 0, got %v", s.Limit)
 	check(s.QueueCapacity >= 0, "queue_capacity: must be ≥ 0, got %d", s.QueueCapacity)

@@ -27,12 +27,16 @@ import (
 //	  flow_weights: {gold: 3}    # x-gateway-inference-fairness-id → weight within its band
 //	  tokens_per_minute: 0       # per flow; 0: no budget
 //	  token_share: 0.45          # token capacity = share × the engine's reported KV pool, unless token_capacity is set
+//	  work_share: 0.5            # saturated when a replica's in-flight work (tokens at its learned prefill rate) exceeds share × default_slo_ttft
+//	  work_limit: 0s             # that work limit as a duration; set, it wins over work_share
 type Admission struct {
 	Enabled             bool               `json:"enabled" cfg:"optional"`
 	QueueThreshold      float64            `json:"queue_threshold" cfg:"optional"`
 	KVThreshold         float64            `json:"kv_threshold" cfg:"optional"`
 	TokenCapacity       int64              `json:"token_capacity" cfg:"optional"`
 	TokenShare          *float64           `json:"token_share" cfg:"optional"`
+	WorkShare           *float64           `json:"work_share" cfg:"optional"`
+	WorkLimit           Duration           `json:"work_limit" cfg:"optional"`
 	StaleAfter          Duration           `json:"stale_after" cfg:"optional"`
 	Limit               float64            `json:"limit" cfg:"optional"`
 	QueueCapacity       *int               `json:"queue_capacity" cfg:"optional"`
@@ -131,6 +135,10 @@ func (a Admission) Settings() (admission.Settings, error) {
 	if a.TokenShare != nil {
 		s.TokenShare = *a.TokenShare
 	}
+	if a.WorkShare != nil {
+		s.WorkShare = *a.WorkShare
+	}
+	s.WorkLimitNs = int64(time.Duration(a.WorkLimit))
 	s.TokensPerMinute, s.FlowTokensPerMinute, s.FlowWeights = a.TokensPerMinute, a.FlowTokensPerMinute, a.FlowWeights
 	var err error
 	if s.MinShare, err = byBand("min_share", a.MinShare); err != nil {

@@ -82,3 +82,13 @@ func TestAdmissionErrorsNameTheKey(t *testing.T) {
 		}
 	}
 }
+
+func TestAdmissionWorkShare(t *testing.T) {
+	var a Admission
+	w := 4.0
+	a.WorkShare, a.WorkLimit = &w, Duration(250*time.Millisecond)
+	s, err := a.Settings()
+	if err != nil || s.WorkShare != 4 || s.WorkLimitNs != int64(250*time.Millisecond) {
+		t.Fatalf("work_share 4, work_limit 250ms: %+v, %v", s, err)
+	}
+}

@@ -109,6 +109,7 @@ func (a *admitter) pool(table *state.Table) *admPool {
 	if p == nil {
 		p = &admPool{table: table, c: admission.NewShared(a.s, a.budgets)}
 		p.c.SetKVTokens(a.kv[table])
+		p.c.SetSLO(int64(a.cfg.DefaultSLOTTFT))
 		a.pools[table] = p
 		a.order = append(a.order, p)
 	}

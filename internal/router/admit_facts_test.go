@@ -58,3 +58,25 @@ func TestAdmissionTokenShareLlamaCpp(t *testing.T) {
 		t.Errorf("no pool reported: token capacity %d, want 0", got)
 	}
 }
+
+// TestAdmissionWorkShareFromSLO: with work_share 0.5 and default_slo_ttft
+// 2 s a pool's work limit is 1 s (admission.WorkLimitFor); without a
+// default SLO the term is off.
+func TestAdmissionWorkShareFromSLO(t *testing.T) {
+	for _, c := range []struct {
+		slo  config.Duration
+		want int64
+	}{{config.Duration(2e9), 1e9}, {0, 0}} {
+		share := 0.5
+		rt, _ := poolRouter(t, []replicaset.Replica{vllmReplica(t, "llm-0", 8192, 32)}, func(rc *config.Router) {
+			rc.Admission = config.Admission{Enabled: true, WorkShare: &share, DefaultSLOTTFT: c.slo}
+		})
+		a := rt.adm
+		a.mu.Lock()
+		got := a.pool(rt.Pools().Pool("").Table()).c.Settings().WorkLimitNs
+		a.mu.Unlock()
+		if got != c.want {
+			t.Errorf("default SLO %v: work limit %d, want %d", c.slo, got, c.want)
+		}
+	}
+}

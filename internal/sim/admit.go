@@ -135,6 +135,7 @@ type admState struct {
 func newAdmState(a *Admission, m model.Config) *admState {
 	c := admission.New(a.Settings)
 	c.SetKVTokens(admKVTokens(m))
+	c.SetSLO(int64(a.SLOTTFT))
 	return &admState{spec: a, c: c, shed: map[admission.Reason]int64{}}
 }
 
@@ -320,5 +321,6 @@ func admConfig(a *Admission) map[string]any {
 		"tenants": a.Tenants, "flood_share": a.FloodShare, "shed_status": a.status(),
 		"min_share": st.MinShare, "band_limits": st.BandLimits, "flow_weights": st.FlowWeights, "tokens_per_minute": st.TokensPerMinute,
 		"service_quantile": st.ServiceQuantile, "token_share": st.TokenShare,
+		"work_share": st.WorkShare, "work_limit": time.Duration(st.WorkLimitNs).String(),
 	}
 }

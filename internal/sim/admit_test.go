@@ -325,3 +325,21 @@ func TestAdmissionTokenShare(t *testing.T) {
 		t.Errorf("llama.cpp, share 1/4096: capacity %d, %d waited, want 0 and 0 (no pool known)", c, n)
 	}
 }
+
+// TestAdmissionWorkShare: the simulator derives the work limit from the
+// run's TTFT SLO as the live router does from its default_slo_ttft
+// (admission.WorkLimitFor): work_share 0.5 of a 1 s SLO is 500 ms; no SLO
+// leaves the term off.
+func TestAdmissionWorkShare(t *testing.T) {
+	for _, c := range []struct {
+		slo  time.Duration
+		want int64
+	}{{time.Second, int64(500 * time.Millisecond)}, {0, 0}} {
+		st := admSettings(8)
+		st.WorkShare = 0.5
+		sp, _ := burstSpec(4, &Admission{Settings: st, SLOTTFT: c.slo})
+		if got := newAdmState(sp.Admission, sp.Model).c.Settings().WorkLimitNs; got != c.want {
+			t.Errorf("SLO %v: work limit %d, want %d", c.slo, got, c.want)
+		}
+	}
+}
