@@ -1,0 +1,125 @@
+package model
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+)
+
+// bestReference is best as it was before the RAM cache's pass stopped at
+// the count of candidates the prefix index allows (the scale session,
+// round four): every entry is read.
+func (s *Server) bestReference(r *request, lru int) (target, keep, from int) {
+	target, from = lru, -1
+	if sl := &s.slots[lru]; sl.indexed {
+		keep = sl.seq.lcp(r.toks, r.blocks)
+	}
+	d := s.idx.depth(r.blocks)
+	for pass := 0; pass < 2; pass++ {
+		found := false
+		for i := range s.slots {
+			sl := &s.slots[i]
+			if !sl.indexed || !candidate(&sl.seq, r.blocks, d) {
+				continue
+			}
+			found = true
+			l := d*blockSize + commonPrefix(sl.toks[d*blockSize:], r.toks[d*blockSize:])
+			if l > keep && 10*l > len(r.toks) {
+				target, keep = i, l
+			}
+		}
+		keepBest, simBest := 0.0, float64(keep)/float64(len(r.toks))
+		if n := len(s.slots[target].toks); s.slots[target].indexed && n > 0 {
+			keepBest = float64(keep) / float64(n)
+		}
+		for i := len(s.cache) - 1; i >= 0; i-- {
+			e := s.cache[i]
+			if !candidate(&e.seq, r.blocks, d) {
+				continue
+			}
+			found = true
+			l := d*blockSize + commonPrefix(e.toks[d*blockSize:], r.toks[d*blockSize:])
+			fKeep, fSim := float64(l)/float64(len(e.toks)), float64(l)/float64(len(r.toks))
+			if fKeep < 0.25 {
+				continue
+			}
+			if fKeep > keepBest && fSim > simBest {
+				keepBest, simBest = fKeep, fSim
+				keep, from = l, i
+			}
+		}
+		if found || d == 0 {
+			break
+		}
+		d = 0
+	}
+	if from >= 0 {
+		target = lru
+	}
+	return target, keep, from
+}
+
+// TestBestEqualsReadingEveryEntry: conversations that share system prompts
+// and grow turn by turn on a server of 2 slots whose RAM cache holds many
+// of them; before every submission, best (which scans the RAM cache only
+// for as many candidates as the index counts) and the reference (which
+// reads every entry) choose the same slot, prefix and entry. The check
+// fails if the count of candidates is too low by one (the scan stops
+// early) — the test's own assertion below makes sure entries do win.
+func TestBestEqualsReadingEveryEntry(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.NParallel, cfg.CtxSize = 2, 8192
+	cfg.BytesPerToken = 1 << 8
+	cfg.CacheRAMMiB = 4 // 16,384 tokens: a few dozen conversations
+	r := mustNew(t, cfg)
+	s := r.Server()
+	rng := rand.New(rand.NewPCG(1, 2))
+	systems := [][]Token{seqTokens(1, 300), seqTokens(2, 130), seqTokens(3, 64)}
+	convs := make([][]Token, 40)
+	for c := range convs {
+		convs[c] = slices.Clone(systems[c%len(systems)])
+	}
+	now, loads, checked := time.Duration(0), 0, 0
+	for step := 0; step < 600; step++ {
+		c := rng.IntN(len(convs))
+		convs[c] = append(convs[c], seqTokens(1000+step, 20+rng.IntN(150))...)
+		if len(convs[c]) > 3000 {
+			convs[c] = slices.Clone(systems[c%len(systems)])
+		}
+		toks := convs[c]
+		if step%7 == 0 { // a prompt that matches a slot or entry only partly
+			toks = slices.Clone(toks[:len(toks)*2/3])
+		}
+		rq := &request{toks: toks, blocks: chainHashes(nil, toks)}
+		if lru := idleLRU(s); lru >= 0 {
+			gt, gk, gf := s.best(rq, lru)
+			wt, wk, wf := s.bestReference(rq, lru)
+			if gt != wt || gk != wk || gf != wf {
+				t.Fatalf("step %d: best = (slot %d, keep %d, entry %d), reading every entry = (%d, %d, %d)", step, gt, gk, gf, wt, wk, wf)
+			}
+			checked++
+			if gf >= 0 {
+				loads++
+			}
+		}
+		mustSubmit(t, r, now, Request{Tokens: toks, NPredict: 8})
+		run(t, r)
+		now += time.Second
+	}
+	if checked < 500 || loads < 50 {
+		t.Fatalf("checked %d picks, %d loads from the RAM cache: the test no longer exercises the cache", checked, loads)
+	}
+}
+
+// idleLRU is the slot assign would start from: the least recently used
+// idle one (-1: none).
+func idleLRU(s *Server) int {
+	lru := -1
+	for i := range s.slots {
+		if sl := &s.slots[i]; sl.state == slotIdle && (lru < 0 || sl.lastUsed < s.slots[lru].lastUsed) {
+			lru = i
+		}
+	}
+	return lru
+}
