@@ -123,3 +123,59 @@ func idleLRU(s *Server) int {
 	}
 	return lru
 }
+
+// TestSavedEntriesKeepTheirContent: save hands a slot's buffers to the RAM
+// cache entry and the slot takes the spare entry's, so the two must never
+// share one: after every request, each entry's hashes are still those of
+// its tokens, and the prefix index counts exactly the indexed slots' and
+// the entries' hashes. Sharing a buffer (the slot overwriting the entry's
+// tokens with its next prompt) or removing the slot's hashes after save
+// took them fails it.
+func TestSavedEntriesKeepTheirContent(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.NParallel, cfg.CtxSize = 2, 8192
+	cfg.BytesPerToken = 1 << 8
+	cfg.CacheRAMMiB = 2
+	r := mustNew(t, cfg)
+	s := r.Server()
+	rng := rand.New(rand.NewPCG(3, 4))
+	convs := make([][]Token, 30)
+	for c := range convs {
+		convs[c] = seqTokens(c%3, 100)
+	}
+	now := time.Duration(0)
+	for step := 0; step < 400; step++ {
+		c := rng.IntN(len(convs))
+		convs[c] = append(convs[c], seqTokens(5000+step, 30+rng.IntN(200))...)
+		mustSubmit(t, r, now, Request{Tokens: convs[c], NPredict: 8})
+		run(t, r)
+		now += time.Second
+		want := map[uint64]int32{}
+		for i := range s.slots {
+			if sl := &s.slots[i]; sl.indexed {
+				for _, h := range sl.blocks {
+					want[h]++
+				}
+			}
+		}
+		for k, e := range s.cache {
+			if !slices.Equal(e.blocks, chainHashes(nil, e.toks)) {
+				t.Fatalf("step %d: entry %d's hashes are not those of its tokens", step, k)
+			}
+			for _, h := range e.blocks {
+				want[h]++
+			}
+		}
+		if s.idx.count.len() != len(want) {
+			t.Fatalf("step %d: the index holds %d hashes, the slots and entries %d", step, s.idx.count.len(), len(want))
+		}
+		for h, n := range want {
+			if got := s.idx.count.get(h); got != n {
+				t.Fatalf("step %d: hash %x counted %d times, held %d times", step, h, got, n)
+			}
+		}
+	}
+	if st := s.Stats(); st.CacheSaves < 100 {
+		t.Fatalf("%d saves: the test no longer exercises the RAM cache", st.CacheSaves)
+	}
+}

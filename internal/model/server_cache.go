@@ -1,8 +1,10 @@
 package model
 
-// save copies q into the RAM cache as its most recent entry, dropping
+// save moves q into the RAM cache as its most recent entry, dropping
 // entries that are prefixes of q and evicting the least recently used ones
-// to make room.
+// to make room. The entry takes q's buffers, leaving q empty (its caller, a
+// slot about to take a new prompt, overwrites it); q is left as it was when
+// it is not saved (too large, or already cached).
 func (s *Server) save(q *seq) {
 	size := int64(len(q.toks)) * int64(s.cfg.BytesPerToken)
 	if size == 0 || size > s.limitB {
@@ -28,9 +30,11 @@ func (s *Server) save(q *seq) {
 		s.recycle(e)
 		s.stats.CacheEvictions++
 	}
+	// The entry takes q's buffers (q is about to be overwritten: its
+	// slot takes a new prompt) and q the spare entry's, empty.
 	e := s.newEntry()
-	e.toks = append(e.toks[:0], q.toks...)
-	e.blocks = append(e.blocks[:0], q.blocks...)
+	e.toks, q.toks = q.toks, e.toks[:0]
+	e.blocks, q.blocks = q.blocks, e.blocks[:0]
 	e.bytes = size
 	s.cache = append(s.cache, e)
 	s.cacheB += size

@@ -43,11 +43,11 @@ func (s *Server) assign(r *request, v time.Duration) bool {
 		case load != nil:
 			kept = sl.seq.lcp(r.toks, r.blocks)
 		}
+		s.idx.remove(sl.blocks) // before save, which may take the slot's buffers
+		sl.indexed = false
 		if 2*kept < len(sl.toks) {
 			s.save(&sl.seq)
 		}
-		s.idx.remove(sl.blocks)
-		sl.indexed = false
 	}
 	if load != nil {
 		sl.seq, load.seq = load.seq, sl.seq
