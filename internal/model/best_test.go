@@ -158,9 +158,15 @@ func TestSavedEntriesKeepTheirContent(t *testing.T) {
 				}
 			}
 		}
+		if len(s.keys) != len(s.cache) {
+			t.Fatalf("step %d: %d keys for %d entries", step, len(s.keys), len(s.cache))
+		}
 		for k, e := range s.cache {
 			if !slices.Equal(e.blocks, chainHashes(nil, e.toks)) {
 				t.Fatalf("step %d: entry %d's hashes are not those of its tokens", step, k)
+			}
+			if s.keys[k] != keyOf(&e.seq) {
+				t.Fatalf("step %d: entry %d's key %+v, its content says %+v", step, k, s.keys[k], keyOf(&e.seq))
 			}
 			for _, h := range e.blocks {
 				want[h]++
@@ -177,5 +183,43 @@ func TestSavedEntriesKeepTheirContent(t *testing.T) {
 	}
 	if st := s.Stats(); st.CacheSaves < 100 {
 		t.Fatalf("%d saves: the test no longer exercises the RAM cache", st.CacheSaves)
+	}
+}
+
+// TestCacheKeysRuleOutOnlyWhatIsPrefixCannotSay: for sequences that are
+// prefixes and extensions of each other (and unrelated ones), at every
+// length around a block's end, an entry's key lets save's scan skip it
+// only where isPrefix says false: mayExtend and mayPrefix are never false
+// where isPrefix(q, e) or isPrefix(e, q) holds.
+func TestCacheKeysRuleOutOnlyWhatIsPrefixCannotSay(t *testing.T) {
+	base := seqTokens(9, 400)
+	other := append(slices.Clone(base[:130]), seqTokens(10, 200)...)
+	var seqs []seq
+	for _, toks := range [][]Token{base, other} {
+		for _, n := range []int{0, 1, 63, 64, 65, 127, 128, 129, 200, 256, 330, 400} {
+			if n <= len(toks) {
+				tk := slices.Clone(toks[:n])
+				seqs = append(seqs, seq{toks: tk, blocks: chainHashes(nil, tk)})
+			}
+		}
+	}
+	skipped := 0
+	for i := range seqs {
+		for j := range seqs {
+			q, e := &seqs[i], &seqs[j]
+			k := keyOf(e)
+			if isPrefix(q, e) && !k.mayExtend(q) {
+				t.Errorf("q of %d tokens is a prefix of the entry of %d, but mayExtend is false", len(q.toks), len(e.toks))
+			}
+			if isPrefix(e, q) && !k.mayPrefix(q) {
+				t.Errorf("the entry of %d tokens is a prefix of q of %d, but mayPrefix is false", len(e.toks), len(q.toks))
+			}
+			if !k.mayExtend(q) || !k.mayPrefix(q) {
+				skipped++
+			}
+		}
+	}
+	if skipped == 0 {
+		t.Fatal("the keys never rule an entry out")
 	}
 }

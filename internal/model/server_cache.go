@@ -10,15 +10,25 @@ func (s *Server) save(q *seq) {
 	if size == 0 || size > s.limitB {
 		return
 	}
+	// The entries' keys rule most of them out without reading them: an
+	// entry q is a prefix of is at least as long and holds q's last full
+	// block hash, so some indexed sequence does (q's own were removed
+	// from the index before save); an entry that is a prefix of q is no
+	// longer and its last hash is q's at the same block.
+	extended := len(q.blocks) == 0 || s.idx.count.get(q.blocks[len(q.blocks)-1]) > 0
 	for i := 0; i < len(s.cache); i++ {
-		e := s.cache[i]
+		k := s.keys[i]
 		switch {
-		case isPrefix(q, &e.seq):
+		case extended && k.mayExtend(q) && isPrefix(q, &s.cache[i].seq):
 			// q is already cached (as e or a prefix of e): refresh e.
+			e := s.cache[i]
 			copy(s.cache[i:], s.cache[i+1:])
 			s.cache[len(s.cache)-1] = e
+			copy(s.keys[i:], s.keys[i+1:])
+			s.keys[len(s.keys)-1] = k
 			return
-		case isPrefix(&e.seq, q):
+		case k.mayPrefix(q) && isPrefix(&s.cache[i].seq, q):
+			e := s.cache[i]
 			s.dropEntry(i)
 			s.recycle(e)
 			i--
@@ -37,9 +47,35 @@ func (s *Server) save(q *seq) {
 	e.blocks, q.blocks = q.blocks, e.blocks[:0]
 	e.bytes = size
 	s.cache = append(s.cache, e)
+	s.keys = append(s.keys, keyOf(&e.seq))
 	s.cacheB += size
 	s.idx.add(e.blocks)
 	s.stats.CacheSaves++
+}
+
+// cacheKey is what the RAM cache's scans read of an entry first, kept in
+// Server.keys in the cache's order (one dense array): its length in
+// tokens and in full blocks, and its last block hash (0: none).
+type cacheKey struct {
+	n, nb int32
+	last  uint64
+}
+
+// mayExtend is false when q cannot be a prefix of the entry: it is longer.
+func (k cacheKey) mayExtend(q *seq) bool { return int(k.n) >= len(q.toks) }
+
+// mayPrefix is false when the entry cannot be a prefix of q: it is longer,
+// or its last full block's hash is not q's.
+func (k cacheKey) mayPrefix(q *seq) bool {
+	return int(k.n) <= len(q.toks) && int(k.nb) <= len(q.blocks) && (k.nb == 0 || q.blocks[k.nb-1] == k.last)
+}
+
+func keyOf(q *seq) cacheKey {
+	k := cacheKey{n: int32(len(q.toks)), nb: int32(len(q.blocks))}
+	if k.nb > 0 {
+		k.last = q.blocks[k.nb-1]
+	}
+	return k
 }
 
 // dropEntry removes cache entry i from the cache and the index.
@@ -50,6 +86,8 @@ func (s *Server) dropEntry(i int) {
 	copy(s.cache[i:], s.cache[i+1:])
 	s.cache[len(s.cache)-1] = nil
 	s.cache = s.cache[:len(s.cache)-1]
+	copy(s.keys[i:], s.keys[i+1:])
+	s.keys = s.keys[:len(s.keys)-1]
 }
 
 func (s *Server) newEntry() *entry {

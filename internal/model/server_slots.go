@@ -170,10 +170,10 @@ func (s *Server) bestEntry(r *request, d, target, keep, from, left int) (int, in
 	}
 	seen := 0
 	for i := len(s.cache) - 1; i >= 0 && seen < left; i-- {
-		e := s.cache[i]
-		if !candidate(&e.seq, r.blocks, d) {
+		if !s.candidateEntry(i, r.blocks, d) {
 			continue
 		}
+		e := s.cache[i]
 		seen++
 		l := d*blockSize + commonPrefix(e.toks[d*blockSize:], r.toks[d*blockSize:])
 		fKeep, fSim := float64(l)/float64(len(e.toks)), float64(l)/float64(len(r.toks))
@@ -186,6 +186,20 @@ func (s *Server) bestEntry(r *request, d, target, keep, from, left int) (int, in
 		}
 	}
 	return seen, keep, from
+}
+
+// candidateEntry is candidate for cache entry i, its key read first.
+func (s *Server) candidateEntry(i int, blocks []uint64, d int) bool {
+	k := s.keys[i]
+	switch {
+	case d == 0:
+		return true
+	case int(k.nb) < d:
+		return false
+	case int(k.nb) == d:
+		return k.last == blocks[d-1]
+	}
+	return s.cache[i].blocks[d-1] == blocks[d-1]
 }
 
 func candidate(q *seq, blocks []uint64, d int) bool {
