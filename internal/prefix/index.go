@@ -511,6 +511,7 @@ var errTooManyNodes = errors.New("prefix: more than 2^31-1 (block, replica) pair
 func (ix *Index) syncTail(s int32) {
 	if t := ix.reps[s].tail; t != nilNode {
 		ix.tailAt[s] = ix.nodes[t].touched
+		ix.list.tailLow = min(ix.list.tailLow, ix.tailAt[s])
 	} else {
 		ix.tailAt[s] = math.MaxInt64
 	}
