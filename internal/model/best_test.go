@@ -129,8 +129,9 @@ func idleLRU(s *Server) int {
 // share one: after every request, each entry's hashes are still those of
 // its tokens, and the prefix index counts exactly the indexed slots' and
 // the entries' hashes. Sharing a buffer (the slot overwriting the entry's
-// tokens with its next prompt) or removing the slot's hashes after save
-// took them fails it.
+// tokens with its next prompt), removing the slot's hashes from the index
+// when save took them as the entry's, or keeping them when it did not,
+// fails it.
 func TestSavedEntriesKeepTheirContent(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.NParallel, cfg.CtxSize = 2, 8192
@@ -147,39 +148,17 @@ func TestSavedEntriesKeepTheirContent(t *testing.T) {
 	for step := 0; step < 400; step++ {
 		c := rng.IntN(len(convs))
 		convs[c] = append(convs[c], seqTokens(5000+step, 30+rng.IntN(200))...)
-		mustSubmit(t, r, now, Request{Tokens: convs[c], NPredict: 8})
+		toks, predict := convs[c], 8
+		if step%5 == 0 {
+			// A prefix of the conversation with one token to generate:
+			// the slot then holds just that prefix, which an entry may
+			// hold already (save refreshes the entry instead).
+			toks, predict = convs[c][:len(convs[c])/2], 1
+		}
+		mustSubmit(t, r, now, Request{Tokens: toks, NPredict: predict})
 		run(t, r)
 		now += time.Second
-		want := map[uint64]int32{}
-		for i := range s.slots {
-			if sl := &s.slots[i]; sl.indexed {
-				for _, h := range sl.blocks {
-					want[h]++
-				}
-			}
-		}
-		if len(s.keys) != len(s.cache) {
-			t.Fatalf("step %d: %d keys for %d entries", step, len(s.keys), len(s.cache))
-		}
-		for k, e := range s.cache {
-			if !slices.Equal(e.blocks, chainHashes(nil, e.toks)) {
-				t.Fatalf("step %d: entry %d's hashes are not those of its tokens", step, k)
-			}
-			if s.keys[k] != keyOf(&e.seq) {
-				t.Fatalf("step %d: entry %d's key %+v, its content says %+v", step, k, s.keys[k], keyOf(&e.seq))
-			}
-			for _, h := range e.blocks {
-				want[h]++
-			}
-		}
-		if s.idx.count.len() != len(want) {
-			t.Fatalf("step %d: the index holds %d hashes, the slots and entries %d", step, s.idx.count.len(), len(want))
-		}
-		for h, n := range want {
-			if got := s.idx.count.get(h); got != n {
-				t.Fatalf("step %d: hash %x counted %d times, held %d times", step, h, got, n)
-			}
-		}
+		checkCacheIndex(t, s, step)
 	}
 	if st := s.Stats(); st.CacheSaves < 100 {
 		t.Fatalf("%d saves: the test no longer exercises the RAM cache", st.CacheSaves)
@@ -221,5 +200,66 @@ func TestCacheKeysRuleOutOnlyWhatIsPrefixCannotSay(t *testing.T) {
 	}
 	if skipped == 0 {
 		t.Fatal("the keys never rule an entry out")
+	}
+}
+
+// checkCacheIndex fails unless each RAM cache entry's hashes are those of
+// its tokens, its key says what it holds, and the prefix index counts
+// exactly the indexed slots' and the entries' hashes.
+func checkCacheIndex(t *testing.T, s *Server, step int) {
+	t.Helper()
+	want := map[uint64]int32{}
+	for i := range s.slots {
+		if sl := &s.slots[i]; sl.indexed {
+			for _, h := range sl.blocks {
+				want[h]++
+			}
+		}
+	}
+	if len(s.keys) != len(s.cache) {
+		t.Fatalf("step %d: %d keys for %d entries", step, len(s.keys), len(s.cache))
+	}
+	for k, e := range s.cache {
+		if !slices.Equal(e.blocks, chainHashes(nil, e.toks)) {
+			t.Fatalf("step %d: entry %d's hashes are not those of its tokens", step, k)
+		}
+		if s.keys[k] != keyOf(&e.seq) {
+			t.Fatalf("step %d: entry %d's key %+v, its content says %+v", step, k, s.keys[k], keyOf(&e.seq))
+		}
+		for _, h := range e.blocks {
+			want[h]++
+		}
+	}
+	if s.idx.count.len() != len(want) {
+		t.Fatalf("step %d: the index holds %d hashes, the slots and entries %d", step, s.idx.count.len(), len(want))
+	}
+	for h, n := range want {
+		if got := s.idx.count.get(h); got != n {
+			t.Fatalf("step %d: hash %x counted %d times, held %d times", step, h, got, n)
+		}
+	}
+}
+
+// TestSaveRefreshKeepsTheIndex: a slot holding a prefix of an entry (too
+// short a share of it to be loaded) is not saved again when it is
+// replaced: the entry is refreshed, and the slot's hashes, which no entry
+// took, leave the index.
+func TestSaveRefreshKeepsTheIndex(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.NParallel, cfg.CtxSize = 1, 4096
+	cfg.BytesPerToken = 1 << 8
+	cfg.CacheRAMMiB = 2
+	r := mustNew(t, cfg)
+	a := seqTokens(21, 1000)
+	now := time.Duration(0)
+	for step, toks := range [][]Token{a, seqTokens(22, 100), a[:200], seqTokens(23, 100)} {
+		mustSubmit(t, r, now, Request{Tokens: toks, NPredict: 1})
+		run(t, r)
+		now += time.Second
+		checkCacheIndex(t, r.Server(), step)
+	}
+	s := r.Server()
+	if st := s.Stats(); st.CacheSaves != 2 || len(s.cache) != 2 || len(s.cache[1].toks) != 1000 {
+		t.Fatalf("saves %d, entries %d: want A saved, then B, and A refreshed (the newest) instead of a[:200] saved", st.CacheSaves, len(s.cache))
 	}
 }

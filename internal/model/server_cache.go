@@ -1,21 +1,23 @@
 package model
 
-// save moves q into the RAM cache as its most recent entry, dropping
-// entries that are prefixes of q and evicting the least recently used ones
-// to make room. The entry takes q's buffers, leaving q empty (its caller, a
-// slot about to take a new prompt, overwrites it); q is left as it was when
-// it is not saved (too large, or already cached).
-func (s *Server) save(q *seq) {
+// save moves q, an indexed slot's sequence, into the RAM cache as its most
+// recent entry, dropping entries that are prefixes of q and evicting the
+// least recently used ones to make room, and reports whether it did. The
+// entry takes q's buffers, leaving q empty (its caller, a slot about to
+// take a new prompt, overwrites it), and q's hashes, counted in the index,
+// stay counted as the entry's. q is left as it was, and counted, when it is
+// not saved (too large, or already cached).
+func (s *Server) save(q *seq) bool {
 	size := int64(len(q.toks)) * int64(s.cfg.BytesPerToken)
 	if size == 0 || size > s.limitB {
-		return
+		return false
 	}
 	// The entries' keys rule most of them out without reading them: an
 	// entry q is a prefix of is at least as long and holds q's last full
-	// block hash, so some indexed sequence does (q's own were removed
-	// from the index before save); an entry that is a prefix of q is no
-	// longer and its last hash is q's at the same block.
-	extended := len(q.blocks) == 0 || s.idx.count.get(q.blocks[len(q.blocks)-1]) > 0
+	// block hash, so some indexed sequence other than q does; an entry
+	// that is a prefix of q is no longer and its last hash is q's at the
+	// same block.
+	extended := len(q.blocks) == 0 || heldElsewhere(&s.idx, q.blocks)
 	for i := 0; i < len(s.cache); i++ {
 		k := s.keys[i]
 		switch {
@@ -26,7 +28,7 @@ func (s *Server) save(q *seq) {
 			s.cache[len(s.cache)-1] = e
 			copy(s.keys[i:], s.keys[i+1:])
 			s.keys[len(s.keys)-1] = k
-			return
+			return false
 		case k.mayPrefix(q) && isPrefix(&s.cache[i].seq, q):
 			e := s.cache[i]
 			s.dropEntry(i)
@@ -49,8 +51,21 @@ func (s *Server) save(q *seq) {
 	s.cache = append(s.cache, e)
 	s.keys = append(s.keys, keyOf(&e.seq))
 	s.cacheB += size
-	s.idx.add(e.blocks)
 	s.stats.CacheSaves++
+	return true
+}
+
+// heldElsewhere reports whether a sequence other than the indexed one with
+// these hashes holds its last: the count of the last hash exceeds the
+// number of times it occurs in blocks.
+func heldElsewhere(x *prefixIndex, blocks []uint64) bool {
+	last, own := blocks[len(blocks)-1], int32(0)
+	for _, h := range blocks {
+		if h == last {
+			own++
+		}
+	}
+	return x.count.get(last) > own
 }
 
 // cacheKey is what the RAM cache's scans read of an entry first, kept in

@@ -43,10 +43,11 @@ func (s *Server) assign(r *request, v time.Duration) bool {
 		case load != nil:
 			kept = sl.seq.lcp(r.toks, r.blocks)
 		}
-		s.idx.remove(sl.blocks) // before save, which may take the slot's buffers
 		sl.indexed = false
-		if 2*kept < len(sl.toks) {
-			s.save(&sl.seq)
+		// A saved slot's hashes stay counted in the index: they are the
+		// new entry's.
+		if 2*kept >= len(sl.toks) || !s.save(&sl.seq) {
+			s.idx.remove(sl.blocks)
 		}
 	}
 	if load != nil {
