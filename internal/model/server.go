@@ -22,9 +22,10 @@ type Server struct {
 	qhead  int
 	seg    segment
 	idx    prefixIndex
-	cache  []*entry // RAM prompt cache, least recently used first
-	cacheB int64    // bytes held by cache
-	limitB int64    // cache size limit in bytes
+	cache  []*entry   // RAM prompt cache, least recently used first
+	keys   []cacheKey // by cache entry: what its scans read first (server_cache.go)
+	cacheB int64      // bytes held by cache
+	limitB int64      // cache size limit in bytes
 	nextID ID
 	useSeq uint64
 	stats  Stats

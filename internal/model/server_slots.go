@@ -43,11 +43,12 @@ func (s *Server) assign(r *request, v time.Duration) bool {
 		case load != nil:
 			kept = sl.seq.lcp(r.toks, r.blocks)
 		}
-		if 2*kept < len(sl.toks) {
-			s.save(&sl.seq)
-		}
-		s.idx.remove(sl.blocks)
 		sl.indexed = false
+		// A saved slot's hashes stay counted in the index: they are the
+		// new entry's.
+		if 2*kept >= len(sl.toks) || !s.save(&sl.seq) {
+			s.idx.remove(sl.blocks)
+		}
 	}
 	if load != nil {
 		sl.seq, load.seq = load.seq, sl.seq
@@ -123,44 +124,28 @@ func (s *Server) best(r *request, lru int) (target, keep, from int) {
 	}
 	d := s.idx.depth(r.blocks)
 	for pass := 0; pass < 2; pass++ {
-		found := false
+		found := 0
 		for i := range s.slots {
 			sl := &s.slots[i]
 			if !sl.indexed || !candidate(&sl.seq, r.blocks, d) {
 				continue
 			}
-			found = true
+			found++
 			l := d*blockSize + commonPrefix(sl.toks[d*blockSize:], r.toks[d*blockSize:])
 			if l > keep && 10*l > len(r.toks) {
 				target, keep = i, l
 			}
 		}
-		// llama.cpp's server_prompt_cache::load: the slot's own prompt sets
-		// the bar (f_keep = kept share of the cached prompt, f_sim = covered
-		// share of the new one); an entry must beat it on both, and an entry
-		// that would keep less than a quarter of itself is never loaded
-		// ("don't trash large prompts").
-		keepBest, simBest := 0.0, float64(keep)/float64(len(r.toks))
-		if n := len(s.slots[target].toks); s.slots[target].indexed && n > 0 {
-			keepBest = float64(keep) / float64(n)
+		// The cache entries that can be candidates: with d > 0, the
+		// sequences holding the d-th hash (its count in the index) less
+		// the slots among them; at most that many entries are scanned for.
+		left := len(s.cache)
+		if d > 0 {
+			left = int(s.idx.count.get(r.blocks[d-1])) - found
 		}
-		for i := len(s.cache) - 1; i >= 0; i-- {
-			e := s.cache[i]
-			if !candidate(&e.seq, r.blocks, d) {
-				continue
-			}
-			found = true
-			l := d*blockSize + commonPrefix(e.toks[d*blockSize:], r.toks[d*blockSize:])
-			fKeep, fSim := float64(l)/float64(len(e.toks)), float64(l)/float64(len(r.toks))
-			if fKeep < 0.25 {
-				continue
-			}
-			if fKeep > keepBest && fSim > simBest {
-				keepBest, simBest = fKeep, fSim
-				keep, from = l, i
-			}
-		}
-		if found || d == 0 {
+		var n int
+		n, keep, from = s.bestEntry(r, d, target, keep, from, left)
+		if found+n > 0 || d == 0 {
 			break
 		}
 		d = 0 // a hash collision sent us deep for nothing: compare from the start
@@ -169,6 +154,53 @@ func (s *Server) best(r *request, lru int) (target, keep, from int) {
 		target = lru
 	}
 	return target, keep, from
+}
+
+// bestEntry is best's pass over the RAM cache, newest first, at depth d,
+// the chosen slot target keeping keep tokens: llama.cpp's
+// server_prompt_cache::load. The slot's own prompt sets the bar (f_keep =
+// kept share of the cached prompt, f_sim = covered share of the new one);
+// an entry must beat it on both, and an entry that would keep less than a
+// quarter of itself is never loaded ("don't trash large prompts"). It stops
+// once left candidates (an upper bound on their number) were seen, and
+// returns the candidates seen, the prefix length and the entry to load.
+func (s *Server) bestEntry(r *request, d, target, keep, from, left int) (int, int, int) {
+	keepBest, simBest := 0.0, float64(keep)/float64(len(r.toks))
+	if n := len(s.slots[target].toks); s.slots[target].indexed && n > 0 {
+		keepBest = float64(keep) / float64(n)
+	}
+	seen := 0
+	for i := len(s.cache) - 1; i >= 0 && seen < left; i-- {
+		if !s.candidateEntry(i, r.blocks, d) {
+			continue
+		}
+		e := s.cache[i]
+		seen++
+		l := d*blockSize + commonPrefix(e.toks[d*blockSize:], r.toks[d*blockSize:])
+		fKeep, fSim := float64(l)/float64(len(e.toks)), float64(l)/float64(len(r.toks))
+		if fKeep < 0.25 {
+			continue
+		}
+		if fKeep > keepBest && fSim > simBest {
+			keepBest, simBest = fKeep, fSim
+			keep, from = l, i
+		}
+	}
+	return seen, keep, from
+}
+
+// candidateEntry is candidate for cache entry i, its key read first.
+func (s *Server) candidateEntry(i int, blocks []uint64, d int) bool {
+	k := s.keys[i]
+	switch {
+	case d == 0:
+		return true
+	case int(k.nb) < d:
+		return false
+	case int(k.nb) == d:
+		return k.last == blocks[d-1]
+	}
+	return s.cache[i].blocks[d-1] == blocks[d-1]
 }
 
 func candidate(q *seq, blocks []uint64, d int) bool {

@@ -57,3 +57,63 @@ func TestBlockTableEqualsAMap(t *testing.T) {
 		}
 	}
 }
+
+// TestPairsFollowTheLists: inserts, evictions, expiry and forgotten
+// replicas at random over a few hundred replicas sharing blocks (one block
+// held by many slots, told apart by the node's slot); after each, every
+// node of every replica's LRU list is found in the pairs table as that
+// replica's node of its block, the table holds exactly the nodes in use,
+// and blocks a replica does not hold are not found for it.
+func TestPairsFollowTheLists(t *testing.T) {
+	ix, err := New(Config{BlockChars: 4, CharsPerToken: 1, CapacityTokens: 4 * 30, TTL: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	const replicas = 200
+	now := int64(0)
+	for step := range 4000 {
+		id := uint32(r.IntN(replicas))
+		p := make([]uint64, 1+r.IntN(10))
+		for i := range p {
+			p[i] = uint64(r.IntN(300))
+		}
+		switch k := r.IntN(20); {
+		case k == 0:
+			ix.Forget(id)
+		case k < 3:
+			ix.Evict(id, p, r.IntN(len(p)))
+		default:
+			ix.Insert(id, p, now)
+		}
+		now += int64(r.IntN(3))
+		if step%10 == 0 {
+			checkPairs(t, ix, step, r)
+		}
+	}
+	checkPairs(t, ix, 4000, r)
+}
+
+func checkPairs(t *testing.T, ix *Index, step int, r *rand.Rand) {
+	t.Helper()
+	if ix.pairs.n != ix.used {
+		t.Fatalf("step %d: the pairs table holds %d, %d nodes in use", step, ix.pairs.n, ix.used)
+	}
+	for s := range ix.reps {
+		held := map[uint64]bool{}
+		for n := ix.reps[s].head; n != nilNode; n = ix.nodes[n].next {
+			b := ix.nodes[n].block
+			held[b] = true
+			if got, ok := ix.lookupNode(int32(s), b); !ok || got != n {
+				t.Fatalf("step %d: slot %d, block %d: node %d %v, its list has node %d", step, s, b, got, ok, n)
+			}
+		}
+		for range 5 {
+			if b := uint64(r.IntN(300)); !held[b] {
+				if n, ok := ix.lookupNode(int32(s), b); ok {
+					t.Fatalf("step %d: slot %d does not hold block %d, found as node %d", step, s, b, n)
+				}
+			}
+		}
+	}
+}

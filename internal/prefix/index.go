@@ -74,9 +74,9 @@ func (c Config) Tokens(blocks int32) int64 { return int64(float64(blocks) * c.Bl
 // The only mutators of what replicas hold are Insert and Evict (plus Forget
 // and Expire, which drop whole replicas and expired blocks).
 //
-// Layout. One map from block hash to an entry (in a slab) holding a bitset
+// Layout. One table from block hash to an entry (in a slab) holding a bitset
 // of the replicas (internal slots 0..63) that hold the block and a holder
-// count; per replica a map from block hash to its node, and an intrusive LRU
+// count; one table from (block hash, slot) to its node (blocks.go), and an intrusive LRU
 // list of nodes (block, its entry, replica, last touch) in one slab with
 // int32 links and a free list, so memory is bounded by capacity and
 // steady-state work allocates nothing; dropping a node reaches its entry
@@ -98,16 +98,17 @@ type Index struct {
 	cfg       Config
 	capBlocks int32
 
-	blocks  blockTable // block hash → its entry in ents (blocks.go)
-	ents    []entry    // slab; free entries are linked through over
-	entFree int32      // head of the entries' free list, +1 (0: empty)
-	slotOf  []int32    // by replica id: slot+1, 0 when unknown
-	reps    []rep      // by slot
-	nodes   []node     // slab; free nodes are linked through next
-	free    int32      // head of the free list, nilNode if empty
-	used    int        // nodes in use
-	tailAt  []int64    // by slot: its LRU tail's touch time (math.MaxInt64: none)
-	found   []int32    // Insert's scratch: the nodes of a prompt's held leading blocks
+	blocks  openTable // block hash → its entry in ents (blocks.go)
+	pairs   openTable // (block, slot) → the slot's node of it (blocks.go)
+	ents    []entry   // slab; free entries are linked through over
+	entFree int32     // head of the entries' free list, +1 (0: empty)
+	slotOf  []int32   // by replica id: slot+1, 0 when unknown
+	reps    []rep     // by slot
+	nodes   []node    // slab; free nodes are linked through next
+	free    int32     // head of the free list, nilNode if empty
+	used    int       // nodes in use
+	tailAt  []int64   // by slot: its LRU tail's touch time (math.MaxInt64: none)
+	found   []int32   // Insert's scratch: the nodes of a prompt's held leading blocks
 
 	wide wideHolders // holders in slots >= 64 (wide.go)
 	list candList    // Match's last long candidate list (list.go)
@@ -139,7 +140,6 @@ type rep struct {
 	head, tail int32 // most and least recently touched
 	count      int32
 	newest     int64 // latest touch time seen
-	where      map[uint64]int32
 }
 
 // New returns an empty Index. Errors name the invalid setting.
@@ -180,11 +180,7 @@ func (ix *Index) addSlot(id uint32) int32 {
 	if int(s) == len(ix.reps) {
 		ix.reps = append(ix.reps, rep{})
 	}
-	where := ix.reps[s].where // kept, empty, by Forget
-	if where == nil {
-		where = make(map[uint64]int32, min(int(ix.capBlocks), 1<<16))
-	}
-	ix.reps[s] = rep{id: id, live: true, head: nilNode, tail: nilNode, where: where}
+	ix.reps[s] = rep{id: id, live: true, head: nilNode, tail: nilNode}
 	if int(s) == len(ix.tailAt) {
 		ix.tailAt = append(ix.tailAt, 0)
 	}
@@ -255,7 +251,7 @@ func (ix *Index) insert(replica uint32, blocks []uint64, salt uint64, now int64,
 		n := int32(nilNode)
 		if i < held && ix.nodes[found[i]].slot == s && ix.nodes[found[i]].block == b {
 			n = found[i] // still held: no eviction of this Insert took it
-		} else if m, ok := r.where[b]; ok {
+		} else if m, ok := ix.lookupNode(s, b); ok {
 			n = m
 		}
 		if n != nilNode {
@@ -289,7 +285,7 @@ func (ix *Index) insertNew(s int32, b uint64, now int64) {
 	}
 	r.head = n
 	r.count++
-	r.where[b] = n
+	ix.addPair(b, s, n)
 	ei, ok := ix.lookupBlock(b)
 	if !ok {
 		ei = ix.allocEntry()
@@ -309,12 +305,11 @@ func (ix *Index) insertNew(s int32, b uint64, now int64) {
 // follow returns the first i >= from such that slot s does not hold
 // blocks[i] (keyed with salt), the blocks before from being held. It follows
 // s's LRU list from each held block's node to the next, looking a block up in
-// s's map only where the list does not go on with it: Insert touches a
+// the pairs table only where the list does not go on with it: Insert touches a
 // prompt's blocks last to first, so they lie in prompt order from the head,
 // and a conversation's next prompt repeats them. With found, it records
 // the node of each held block from from on.
 func (ix *Index) follow(s int32, blocks []uint64, salt uint64, from int, found []int32) int {
-	r := &ix.reps[s]
 	n := int32(nilNode)
 	for i := from; i < len(blocks); i++ {
 		b := blocks[i] ^ salt
@@ -327,7 +322,7 @@ func (ix *Index) follow(s int32, blocks []uint64, salt uint64, from int, found [
 				continue
 			}
 		}
-		m, ok := r.where[b]
+		m, ok := ix.lookupNode(s, b)
 		if !ok {
 			return i
 		}
@@ -352,9 +347,8 @@ func (ix *Index) EvictSalted(replica uint32, blocks []uint64, salt uint64, from 
 	if s < 0 {
 		return
 	}
-	r := &ix.reps[s]
 	for _, b := range blocks[min(max(from, 0), len(blocks)):] {
-		if n, ok := r.where[b^salt]; ok {
+		if n, ok := ix.lookupNode(s, b^salt); ok {
 			ix.remove(n)
 		}
 	}
@@ -369,15 +363,13 @@ func (ix *Index) Forget(replica uint32) {
 	}
 	r := &ix.reps[s]
 	for n := r.head; n != nilNode; {
-		next := ix.nodes[n].next
-		ix.unhold(ix.nodes[n].block, s, n)
+		next, b := ix.nodes[n].next, ix.nodes[n].block
+		ix.dropPair(b, s, n)
+		ix.unhold(b, s, n)
 		ix.release(n)
 		n = next
 	}
-	// The emptied map is kept for the slot's next replica (the
-	// correction forgets a replica and inserts into it at once).
-	clear(r.where)
-	ix.reps[s] = rep{head: nilNode, tail: nilNode, where: r.where}
+	ix.reps[s] = rep{head: nilNode, tail: nilNode}
 	ix.tailAt[s] = math.MaxInt64
 	ix.slotOf[replica] = 0
 	ix.moved(replica, -1)
@@ -453,7 +445,7 @@ func (ix *Index) remove(n int32) {
 		ix.syncTail(nd.slot)
 	}
 	r.count--
-	delete(r.where, nd.block)
+	ix.dropPair(nd.block, nd.slot, n)
 	ix.unhold(nd.block, nd.slot, n)
 	ix.release(n)
 }
@@ -519,6 +511,7 @@ var errTooManyNodes = errors.New("prefix: more than 2^31-1 (block, replica) pair
 func (ix *Index) syncTail(s int32) {
 	if t := ix.reps[s].tail; t != nilNode {
 		ix.tailAt[s] = ix.nodes[t].touched
+		ix.list.tailLow = min(ix.list.tailLow, ix.tailAt[s])
 	} else {
 		ix.tailAt[s] = math.MaxInt64
 	}
@@ -547,16 +540,12 @@ type ReplicaStats struct {
 	Blocks  int
 }
 
-// Sizes behind Stats.Bytes: a node in the slab, an entry in its slab, a slot
-// of the per-replica map (uint64 → int32, padded) with its control byte, at
-// the Go map's 7/8 maximum load (the block table counts its own, blocks.go).
+// Sizes behind Stats.Bytes: a node in the slab, an entry in its slab (the
+// tables count their own, blocks.go).
 const (
 	nodeBytes       = 40
 	entryBytes      = 32
-	whereSlotBytes  = 16 + 1
-	mapLoadNumer    = 8
-	mapLoadDenom    = 7
-	repFixedBytes   = 64 // rep struct + slotOf entry + map header
+	repFixedBytes   = 48 // rep struct + slotOf entry
 	indexFixedBytes = 256
 )
 
@@ -566,25 +555,19 @@ func (ix *Index) Stats() Stats {
 	var st Stats
 	st.Pairs = ix.used
 	st.Blocks = ix.blocks.n
-	whereSlots := 0
 	for _, r := range ix.reps {
 		if !r.live {
-			if r.where != nil { // kept empty for the slot's next replica
-				whereSlots += min(int(ix.capBlocks), 1<<16)
-			}
 			continue
 		}
 		st.Replicas++
 		st.PerReplica = append(st.PerReplica, ReplicaStats{Replica: r.id, Blocks: int(r.count)})
-		whereSlots += max(int(r.count), min(int(ix.capBlocks), 1<<16))
 	}
 	slices.SortFunc(st.PerReplica, func(a, b ReplicaStats) int { return int(a.Replica) - int(b.Replica) })
 	st.Bytes = indexFixedBytes +
 		int64(cap(ix.nodes))*nodeBytes + int64(cap(ix.ents))*entryBytes +
 		int64(cap(ix.tailAt))*8 + int64(cap(ix.found))*4 +
 		int64(len(ix.reps)+len(ix.slotOf))*repFixedBytes/2 +
-		int64(whereSlots)*whereSlotBytes*mapLoadNumer/mapLoadDenom +
-		ix.blocks.bytes() +
+		ix.blocks.bytes() + ix.pairs.bytes() +
 		ix.wide.bytes()
 	return st
 }

@@ -1,6 +1,9 @@
 package prefix
 
-import "slices"
+import (
+	"math"
+	"slices"
+)
 
 // listMin is the candidate count from which Match keeps the candidate list
 // it was passed (a router passes the same list of all its replicas at
@@ -22,6 +25,12 @@ type candList struct {
 	wide    []uint64 // candidates in slots >= 64, a wideHolders mask
 	anyWide bool
 	valid   bool // built, and kept in step with the slots
+	// tailLow is at most the tail time (Index.tailAt) of every slot in
+	// the list: where it is not below a Match's cutoff, no candidate has
+	// an expired block, and Match skips the pass over them. syncTail,
+	// the only writer of a tail time other than emptying (which raises
+	// it), lowers it.
+	tailLow int64
 }
 
 // listFor returns the candidate list for replicas, rebuilt unless it is
@@ -39,6 +48,7 @@ func (ix *Index) listFor(replicas []uint32) *candList {
 	l.ids = append(l.ids[:0], replicas...)
 	l.slots = l.slots[:0]
 	l.fast, l.anyWide, l.valid = 0, false, true
+	l.tailLow = math.MinInt64 // unknown: the next Match passes over the candidates
 	if len(l.wide) < ix.wide.width {
 		l.wide = make([]uint64, ix.wide.width)
 	}

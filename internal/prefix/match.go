@@ -96,12 +96,18 @@ func slotDepth(s int32, depth *[64]int32, wide []int32) int32 {
 // passed, so a candidate costs reads of dense arrays, not a lookup.
 func (ix *Index) matchList(blocks []uint64, salt uint64, now, cutoff int64, replicas []uint32, out []int32) {
 	l := ix.listFor(replicas)
-	if ix.cfg.TTL > 0 {
+	if ix.cfg.TTL > 0 && l.tailLow < cutoff {
+		low := int64(math.MaxInt64)
 		for _, s := range l.slots {
-			if s >= 0 && ix.tailAt[s] < cutoff {
+			if s < 0 {
+				continue
+			}
+			if ix.tailAt[s] < cutoff {
 				ix.expireSlot(s, now)
 			}
+			low = min(low, ix.tailAt[s])
 		}
+		l.tailLow = low
 	}
 	w := &ix.wide
 	var depth [64]int32

@@ -6,14 +6,19 @@ import (
 )
 
 // reference is what Match must say for one replica: its leading blocks
-// found in its own map (the per-replica walk Match did before wide.go).
+// found among the blocks of its own LRU list (read whole, without the
+// pairs table or the blocks' holders).
 func (ix *Index) reference(id uint32, blocks []uint64) int32 {
 	s := ix.slot(id)
 	if s < 0 {
 		return 0
 	}
+	held := map[uint64]bool{}
+	for n := ix.reps[s].head; n != nilNode; n = ix.nodes[n].next {
+		held[ix.nodes[n].block] = true
+	}
 	for i, b := range blocks {
-		if _, ok := ix.reps[s].where[b]; !ok {
+		if !held[b] {
 			return int32(i)
 		}
 	}
