@@ -302,14 +302,20 @@ const swarOnes, swarHigh = 0x0101010101010101, 0x8080808080808080
 func plainRun(b []byte) int {
 	i := 0
 	for ; i+8 <= len(b); i += 8 {
-		x := binary.LittleEndian.Uint64(b[i:])
-		q, bs := x^(swarOnes*'"'), x^(swarOnes*'\\')
-		// A zero byte in q or bs, or a byte below 0x20 in x, sets its high bit.
-		if ((q-swarOnes)&^q|(bs-swarOnes)&^bs|(x-swarOnes*0x20)&^x)&swarHigh != 0 {
+		if specialBytes(binary.LittleEndian.Uint64(b[i:])) != 0 {
 			break
 		}
 	}
 	return i
+}
+
+// specialBytes is non-zero when one of the 8 bytes of x is a quote, a
+// backslash or a control byte (below 0x20): a zero byte in x^'"…' or
+// x^'\\…', or a byte below 0x20 in x, sets its high bit. (It may also fire
+// on a byte at or above 0x80; callers leave such a word to their byte loop.)
+func specialBytes(x uint64) uint64 {
+	q, bs := x^(swarOnes*'"'), x^(swarOnes*'\\')
+	return ((q-swarOnes)&^q | (bs-swarOnes)&^bs | (x-swarOnes*0x20)&^x) & swarHigh
 }
 
 // getu4 decodes \uXXXX at the start of b, or returns -1.

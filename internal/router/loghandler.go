@@ -240,8 +240,7 @@ func plainASCII[S string | []byte](s S) int {
 	for ; i+8 <= len(s); i += 8 {
 		x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
 			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
-		q, bs := x^(swarOnes*'"'), x^(swarOnes*'\\')
-		if ((q-swarOnes)&^q|(bs-swarOnes)&^bs|(x-swarOnes*0x20)&^x|x)&swarHigh != 0 {
+		if specialBytes(x)|x&swarHigh != 0 { // and no byte at or above 0x80
 			break
 		}
 	}
