@@ -48,6 +48,9 @@ targets=(--target "llm-ring=http://127.0.0.1:$port@$router_pid")
 "$tmp/bench-proxy" bare "127.0.0.1:$((port + 5))" "http://$r0,http://$r1,http://$r2" &
 pids+=($!)
 targets+=(--target "bare-go=http://127.0.0.1:$((port + 5))@$!")
+"$tmp/bench-proxy" bare-h1 "127.0.0.1:$((port + 6))" "http://$r0,http://$r1,http://$r2" &
+pids+=($!)
+targets+=(--target "bare-h1=http://127.0.0.1:$((port + 6))@$!")
 
 if command -v haproxy >/dev/null; then
 	cat >"$tmp/haproxy.cfg" <<EOF

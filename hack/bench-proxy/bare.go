@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"sync"
 	"time"
+
+	"github.com/llm-ring/llm-ring/internal/h1"
 )
 
 // The bare proxy is the floor: net/http's server, httputil.ReverseProxy
@@ -32,7 +34,7 @@ func (bareBuffers) Put(b []byte) { barePool.Put(&b) }
 
 // runBare serves the bare proxy on addr in front of the replicas' URLs
 // until the process is killed.
-func runBare(addr string, replicas []string) error {
+func runBare(addr string, replicas []string, useH1 bool) error {
 	ups := make([]*url.URL, len(replicas))
 	for i, r := range replicas {
 		u, err := url.Parse(r)
@@ -48,6 +50,11 @@ func runBare(addr string, replicas []string) error {
 		IdleConnTimeout:       90 * time.Second,
 		ResponseHeaderTimeout: 10 * time.Minute,
 	}
+	var rt http.RoundTripper = tr
+	if useH1 {
+		rt = &h1.Transport{DialTimeout: 2 * time.Second, ResponseHeaderTimeout: 10 * time.Minute,
+			IdleTimeout: 90 * time.Second, MaxIdlePerHost: 256, Fallback: tr}
+	}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			h := fnv.New32a()
@@ -55,7 +62,7 @@ func runBare(addr string, replicas []string) error {
 			pr.SetURL(ups[h.Sum32()%uint32(len(ups))])
 			pr.SetXForwarded()
 		},
-		Transport:  tr,
+		Transport:  rt,
 		BufferPool: bareBuffers{},
 	}
 	// The body is read into memory before it is forwarded, as the router

@@ -36,12 +36,12 @@ func main() {
 			break
 		}
 		err = runReplicas(strings.Split(os.Args[2], ","))
-	case "bare":
+	case "bare", "bare-h1":
 		if len(os.Args) != 4 {
-			err = fmt.Errorf("bare: want an address and one comma-separated list of replica URLs")
+			err = fmt.Errorf("%s: want an address and one comma-separated list of replica URLs", os.Args[1])
 			break
 		}
-		err = runBare(os.Args[2], strings.Split(os.Args[3], ","))
+		err = runBare(os.Args[2], strings.Split(os.Args[3], ","), os.Args[1] == "bare-h1")
 	case "load":
 		err = runLoad(os.Args[2:])
 	default:

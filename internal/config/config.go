@@ -121,7 +121,17 @@ type Upstream struct {
 	MaxAttempts     int      `json:"max_attempts"`
 	// IdleTimeout ends an answer from which no byte came for this long.
 	IdleTimeout Duration `json:"idle_timeout"`
+	// Client is the HTTP client to the replicas: "llm-ring" (absent: the
+	// router's own HTTP/1.1 client, internal/h1, which does each exchange
+	// on the request's goroutine) or "net/http" (Go's Transport).
+	Client string `json:"client,omitempty" cfg:"optional"`
 }
+
+// The upstream.client values.
+const (
+	ClientOwn     = "llm-ring"
+	ClientNetHTTP = "net/http"
+)
 
 // Discovery says where the replica set comes from, and where each
 // replica's models come from (issue 23: pools by model; the model_* keys

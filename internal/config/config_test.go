@@ -82,6 +82,9 @@ func TestErrorsNameTheKey(t *testing.T) {
 		}, "server.max_buffered_body_bytes: must be ≥ max_body_bytes"},
 		{"admin without token", func(s string) string { return strings.Replace(s, `  listen: ""`, `  listen: "127.0.0.1:9090"`, 1) }, "admin.token_file: must be set"},
 		{"no upstream idle timeout", func(s string) string { return strings.Replace(s, "idle_timeout: 2m ", "idle_timeout: 0s ", 2) }, "upstream.idle_timeout: must be > 0"},
+		{"bad upstream client", func(s string) string {
+			return strings.Replace(s, "client: llm-ring", "client: curl", 1)
+		}, `upstream.client: must be "llm-ring" or "net/http", got "curl"`},
 		{"bad health path", func(s string) string { return strings.Replace(s, `path: ""`, "path: health", 1) }, "health_check.path: must start with /"},
 		{"health threshold zero", func(s string) string { return strings.Replace(s, "healthy_threshold: 1", "healthy_threshold: 0", 1) }, "health_check.healthy_threshold"},
 		{"max_output_tokens under the default", func(s string) string {

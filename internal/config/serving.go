@@ -83,6 +83,11 @@ func (c *Router) validateServing(bad func(key, format string, args ...any)) {
 	if c.Upstream.IdleTimeout <= 0 {
 		bad("upstream.idle_timeout", "must be > 0")
 	}
+	switch c.Upstream.Client {
+	case "", ClientOwn, ClientNetHTTP:
+	default:
+		bad("upstream.client", "must be %q or %q, got %q", ClientOwn, ClientNetHTTP, c.Upstream.Client)
+	}
 	h := c.HealthCheck
 	if h.Interval < 0 {
 		bad("health_check.interval", "must not be negative (0 disables health checks)")

@@ -31,6 +31,7 @@ import (
 	"github.com/llm-ring/llm-ring/internal/cluster"
 	"github.com/llm-ring/llm-ring/internal/config"
 	"github.com/llm-ring/llm-ring/internal/discovery"
+	"github.com/llm-ring/llm-ring/internal/h1"
 	"github.com/llm-ring/llm-ring/internal/pool"
 	"github.com/llm-ring/llm-ring/internal/prefix"
 	"github.com/llm-ring/llm-ring/internal/replicaset"
@@ -206,8 +207,26 @@ func (r *Router) routes() {
 	})
 }
 
-// newTransport is the replicas' transport under the upstream settings.
-func newTransport(cfg *config.Router) *http.Transport {
+// newTransport is the replicas' transport under the upstream settings:
+// the router's own HTTP/1.1 client (internal/h1) with Go's Transport for
+// what it does not carry (https, bodies of unknown length), or Go's alone
+// (upstream.client: net/http).
+func newTransport(cfg *config.Router) http.RoundTripper {
+	std := stdTransport(cfg)
+	if cfg.Upstream.Client == config.ClientNetHTTP {
+		return std
+	}
+	return &h1.Transport{
+		DialTimeout:           cfg.Upstream.DialTimeout.D(),
+		ResponseHeaderTimeout: cfg.Upstream.ResponseTimeout.D(),
+		IdleTimeout:           90 * time.Second,
+		MaxIdlePerHost:        256,
+		Fallback:              std,
+	}
+}
+
+// stdTransport is Go's Transport under the upstream settings.
+func stdTransport(cfg *config.Router) *http.Transport {
 	return &http.Transport{
 		Proxy:                 nil,
 		DialContext:           (&net.Dialer{Timeout: cfg.Upstream.DialTimeout.D(), KeepAlive: 30 * time.Second}).DialContext,

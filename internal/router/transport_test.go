@@ -5,6 +5,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/llm-ring/llm-ring/internal/config"
+	"github.com/llm-ring/llm-ring/internal/h1"
 )
 
 // TestNoCompressionAsked: the router does not ask a replica for a
@@ -34,5 +37,25 @@ func TestNoCompressionAsked(t *testing.T) {
 		if got := <-seen; got != ae {
 			t.Errorf("client Accept-Encoding %q: the replica saw %q", ae, got)
 		}
+	}
+}
+
+// TestUpstreamClient: the router's own HTTP/1.1 client by default (Go's
+// Transport behind it for https), Go's alone with upstream.client: net/http.
+func TestUpstreamClient(t *testing.T) {
+	cfg := testConfig(t, "llm-aware", nil)
+	own, ok := newTransport(cfg).(*h1.Transport)
+	if !ok {
+		t.Fatalf("default upstream client %T, want *h1.Transport", newTransport(cfg))
+	}
+	if std, ok := own.Fallback.(*http.Transport); !ok || !std.DisableCompression {
+		t.Errorf("h1 fallback %T, want a *http.Transport without compression", own.Fallback)
+	}
+	if own.ResponseHeaderTimeout != cfg.Upstream.ResponseTimeout.D() || own.DialTimeout != cfg.Upstream.DialTimeout.D() {
+		t.Errorf("h1 timeouts %v/%v, want the upstream settings", own.ResponseHeaderTimeout, own.DialTimeout)
+	}
+	cfg.Upstream.Client = config.ClientNetHTTP
+	if _, ok := newTransport(cfg).(*http.Transport); !ok {
+		t.Errorf("upstream.client net/http: %T, want *http.Transport", newTransport(cfg))
 	}
 }
