@@ -45,6 +45,15 @@ env ${ROUTER_GOGC:+GOGC=$ROUTER_GOGC} "$tmp/llm-ring" router --config "$tmp/rout
 pids+=($!)
 router_pid=$!
 targets=(--target "llm-ring=http://127.0.0.1:$port@$router_pid")
+if [ -n "${BENCH_NETHTTP_ROUTER:-}" ]; then
+	# The same router on Go's Transport to the replicas (upstream.client: net/http).
+	sed -e "s#^listen: .*#listen: \"127.0.0.1:$((port + 7))\"#" -e "s#^  client: llm-ring .*#  client: net/http#" \
+		"$tmp/router.yaml" >"$tmp/router-nethttp.yaml"
+	grep -q "client: net/http" "$tmp/router-nethttp.yaml"
+	env ${ROUTER_GOGC:+GOGC=$ROUTER_GOGC} "$tmp/llm-ring" router --config "$tmp/router-nethttp.yaml" >"$tmp/router-nethttp.log" 2>&1 &
+	pids+=($!)
+	targets+=(--target "llm-ring-nethttp=http://127.0.0.1:$((port + 7))@$!")
+fi
 "$tmp/bench-proxy" bare "127.0.0.1:$((port + 5))" "http://$r0,http://$r1,http://$r2" &
 pids+=($!)
 targets+=(--target "bare-go=http://127.0.0.1:$((port + 5))@$!")

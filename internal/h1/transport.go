@@ -46,8 +46,9 @@ type Transport struct {
 	// schemes, upgrades, bodies of unknown length.
 	Fallback http.RoundTripper
 
-	mu   sync.Mutex
-	idle map[string][]*conn // by host:port, most recently used last
+	mu    sync.Mutex
+	idle  map[string][]*conn // by host:port, most recently used last
+	swept time.Time          // the last sweep of expired idle connections
 }
 
 // DefaultMaxIdlePerHost is MaxIdlePerHost's default.
@@ -77,11 +78,25 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// A kept-alive connection the replica closed while it was idle
 		// fails before any byte of an answer: the request never reached
 		// it, so it goes once more on a fresh connection (as net/http's
-		// Transport retries on a closed idle connection).
+		// Transport retries on a closed idle connection). The host's other
+		// idle connections are likely as stale (a replica that restarted):
+		// they are closed, so that the retry dials.
 		if !reused || c.nread != 0 || tries > 0 || ctx.Err() != nil || !rewind(req) {
 			closeBody(req)
 			return nil, err
 		}
+		t.dropIdle(key)
+	}
+}
+
+// dropIdle closes key's idle connections.
+func (t *Transport) dropIdle(key string) {
+	t.mu.Lock()
+	l := t.idle[key]
+	delete(t.idle, key)
+	t.mu.Unlock()
+	for _, c := range l {
+		c.nc.Close()
 	}
 }
 
@@ -173,18 +188,53 @@ func (t *Transport) put(c *conn) {
 	if limit <= 0 {
 		limit = DefaultMaxIdlePerHost
 	}
-	c.idleAt = time.Now()
+	now := time.Now()
+	c.idleAt = now
 	t.mu.Lock()
 	if t.idle == nil {
 		t.idle = map[string][]*conn{}
 	}
-	if l := t.idle[c.key]; len(l) < limit {
+	var expired []*conn
+	if t.IdleTimeout > 0 && now.Sub(t.swept) > t.IdleTimeout/2 {
+		t.swept = now
+		expired = t.sweep(now)
+	}
+	l := t.idle[c.key]
+	keep := len(l) < limit
+	if keep {
 		t.idle[c.key] = append(l, c)
-		t.mu.Unlock()
-		return
 	}
 	t.mu.Unlock()
-	c.nc.Close()
+	if !keep {
+		c.nc.Close()
+	}
+	for _, x := range expired {
+		x.nc.Close()
+	}
+}
+
+// sweep takes out the idle connections unused for longer than IdleTimeout
+// (of every host: a replica gone from the set gets no request that would
+// find its connections expired), for the caller to close outside the lock.
+func (t *Transport) sweep(now time.Time) []*conn {
+	var expired []*conn
+	for key, l := range t.idle {
+		fresh := l[:0]
+		for _, c := range l {
+			if now.Sub(c.idleAt) > t.IdleTimeout {
+				expired = append(expired, c)
+			} else {
+				fresh = append(fresh, c)
+			}
+		}
+		clear(l[len(fresh):])
+		if len(fresh) == 0 {
+			delete(t.idle, key)
+		} else {
+			t.idle[key] = fresh
+		}
+	}
+	return expired
 }
 
 // CloseIdleConnections closes every kept-alive connection (and the

@@ -200,6 +200,30 @@ func TestClosedIdleConnectionIsRetried(t *testing.T) {
 	if n := conns.Load(); n < 3 {
 		t.Errorf("%d connections for 3 requests on a server that closes each", n)
 	}
+	// Many stale connections at once (a replica that restarted): one
+	// failure drops them all, and the retry dials rather than taking
+	// another stale one.
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() { // (the stale ones' answers: served before the close)
+			defer wg.Done()
+			req, _ := http.NewRequest(http.MethodPost, url+"/x", strings.NewReader("b"))
+			if resp, err := tr.RoundTrip(req); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			} else {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	time.Sleep(20 * time.Millisecond)
+	for i := 0; i < 8; i++ {
+		if resp, got := post(t, tr, url+"/x", "b"); resp.StatusCode != 200 || got != "ok" {
+			t.Fatalf("after a restart, request %d: %d %q", i, resp.StatusCode, got)
+		}
+	}
 }
 
 // TestNoRetryOnceTheAnswerBegan: a connection that breaks after the
@@ -524,4 +548,36 @@ func mustURL(s string) *url.URL {
 		panic(err)
 	}
 	return u
+}
+
+// TestSweepClosesOtherHosts: an idle connection to a host that gets no
+// more requests (a replica gone from the set) is closed once it expired,
+// when any connection goes back to the pool.
+func TestSweepClosesOtherHosts(t *testing.T) {
+	closed := make(chan struct{})
+	gone := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	gone.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateClosed {
+			close(closed)
+		}
+	}
+	gone.Start()
+	defer gone.Close()
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer other.Close()
+	tr := newTransport()
+	tr.IdleTimeout = 20 * time.Millisecond
+	post(t, tr, gone.URL, "a")
+	time.Sleep(50 * time.Millisecond)
+	post(t, tr, other.URL, "b")
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the expired idle connection to the other host was not closed")
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if _, ok := tr.idle[hostPort(&http.Request{URL: mustURL(gone.URL)})]; ok {
+		t.Error("the swept host is still in the pool")
+	}
 }
