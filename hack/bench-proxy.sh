@@ -41,7 +41,7 @@ sed -e "s#^listen: .*#listen: \"127.0.0.1:$port\"#" \
 	-e "s#^  interval: 200ms#  interval: 0s#" \
 	-e "s#http://127.0.0.1:8081#http://$r0#" -e "s#http://127.0.0.1:8082#http://$r1#" \
 	-e "s#http://127.0.0.1:8083#http://$r2#" config/router.yaml >"$tmp/router.yaml"
-env ${ROUTER_GOGC:+GOGC=$ROUTER_GOGC} "$tmp/llm-ring" router --config "$tmp/router.yaml" >"$tmp/router.log" 2>&1 &
+env ${ROUTER_GOGC:+GOGC=$ROUTER_GOGC} ${ROUTER_PROCS:+GOMAXPROCS=$ROUTER_PROCS} "$tmp/llm-ring" router --config "$tmp/router.yaml" >"$tmp/router.log" 2>&1 &
 pids+=($!)
 router_pid=$!
 targets=(--target "llm-ring=http://127.0.0.1:$port@$router_pid")

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -85,6 +86,22 @@ func TestRouterStartsAndStops(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("router never ready: %v %s", err, stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Ready means one replica is known; the models poll brings the rest
+	// (at its own pace on a loaded machine): wait for all three.
+	for {
+		resp, err := http.Get("http://" + addr + "/replicas")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if bytes.Contains(b, []byte(`"llm-0"`)) && bytes.Contains(b, []byte(`"llm-1"`)) && bytes.Contains(b, []byte(`"llm-2"`)) {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the router never listed its three replicas: %v", err)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
