@@ -3,7 +3,8 @@
 # HAProxy (consistent hashing with bounded loads) and a bare Go reverse
 # proxy (net/http's server, httputil.ReverseProxy and the router's
 # transport settings, a replica picked by a hash of x-conversation-id:
-# the floor of what net/http costs, hack/bench-proxy/bare.go) on the same
+# the floor of what net/http costs, hack/bench-proxy/bare.go), the same
+# bare proxy on the router's own HTTP/1.1 client (bare-h1, internal/h1) on the same
 # loopback traffic: 64 connections, 1 KiB POST bodies, three fast fake replicas,
 # rounds alternated. Prints one table per mode (loaded / unloaded,
 # streamed or not): throughput and its share of HAProxy's, CPU per proxied
@@ -14,8 +15,10 @@
 #
 # Needs haproxy on PATH (Debian: apt-get install -y haproxy); without it
 # the router is measured against the direct call only. BENCH_PORT (default
-# 19380) is the first of six loopback ports used. ROUTER_GOGC, when set,
-# is the router's GOGC (the other contestants keep Go's default).
+# 19380) is the first of eight loopback ports used. ROUTER_GOGC and
+# ROUTER_PROCS, when set, are the router's GOGC and GOMAXPROCS (the other
+# contestants keep Go's defaults). BENCH_NETHTTP_ROUTER=1 adds the same
+# router on Go's Transport to the replicas (upstream.client: net/http).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 port=${BENCH_PORT:-19380}
