@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/textproto"
 	"strconv"
 	"strings"
 
@@ -72,6 +73,7 @@ type parsed struct {
 // keyRules says how to identify a conversation.
 type keyRules struct {
 	headers     []string
+	canon       []headerName // headers, canonical (keyHeaders); nil: derived per request
 	bodyField   string
 	prefixChars int
 	defaultMax  int
@@ -173,24 +175,52 @@ func parseJSON(kind apiKind, h http.Header, body []byte, rules *keyRules, hs *pr
 	return p, nil
 }
 
-// headerKey is the first configured conversation header's value ("" if none).
-func headerKey(h http.Header, rules *keyRules) string {
-	for _, name := range rules.headers {
-		if v := strings.TrimSpace(h.Get(name)); v != "" {
-			return v
+// headerName is a conversation header: its canonical key (the header map's
+// own, so a lookup is one map read, not a canonicalization of the
+// configured spelling per request) and the key source it is logged as.
+type headerName struct{ key, source string }
+
+// keyHeaders is names as headerNames.
+func keyHeaders(names []string) []headerName {
+	out := make([]headerName, len(names))
+	for i, n := range names {
+		out[i] = headerName{textproto.CanonicalMIMEHeaderKey(n), "header:" + strings.ToLower(n)}
+	}
+	return out
+}
+
+// headerNames is the conversation headers (rules built without keyHeaders,
+// in tests, derive them here).
+func (rules *keyRules) headerNames() []headerName {
+	if rules.canon != nil {
+		return rules.canon
+	}
+	return keyHeaders(rules.headers)
+}
+
+// firstHeader is the value of the first of names h carries non-blank, and its name.
+func firstHeader(h http.Header, names []headerName) (string, *headerName) {
+	for i := range names {
+		if v := h[names[i].key]; len(v) > 0 {
+			if t := strings.TrimSpace(v[0]); t != "" {
+				return t, &names[i]
+			}
 		}
 	}
-	return ""
+	return "", nil
+}
+
+// headerKey is the first configured conversation header's value ("" if none).
+func headerKey(h http.Header, rules *keyRules) string {
+	v, _ := firstHeader(h, rules.headerNames())
+	return v
 }
 
 // conversationKey sets the conversation key: configured headers, then the
 // body field (bodyKey, its value), then the start; and the x-turn header.
 func (p *parsed) conversationKey(h http.Header, rules *keyRules, bodyKey, startKey string) {
-	for _, name := range rules.headers {
-		if v := strings.TrimSpace(h.Get(name)); v != "" {
-			p.key, p.keySource = v, "header:"+strings.ToLower(name)
-			break
-		}
+	if v, name := firstHeader(h, rules.headerNames()); name != nil {
+		p.key, p.keySource = v, name.source
 	}
 	if p.key == "" && bodyKey != "" {
 		p.key, p.keySource = bodyKey, "body:"+rules.bodyField
@@ -199,8 +229,8 @@ func (p *parsed) conversationKey(h http.Header, rules *keyRules, bodyKey, startK
 		p.key = startKey
 		p.keySource = "prefix"
 	}
-	if v := h.Get("x-turn"); v != "" {
-		if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 0 {
+	if v := h["X-Turn"]; len(v) > 0 {
+		if n, err := strconv.Atoi(strings.TrimSpace(v[0])); err == nil && n >= 0 {
 			p.turn = n
 		}
 	}

@@ -141,3 +141,27 @@ func TestPromptBlocks(t *testing.T) {
 		t.Fatalf("another conversation with the same system prompt shares %d of %d blocks, want the system prompt's (≥ 17) and not all", shared, len(other))
 	}
 }
+
+// TestConversationHeadersCanonical: a conversation header configured in
+// any spelling is found in the request's (canonical) header map, and is
+// logged in lower case, with the names prepared once (keyHeaders) or per
+// request.
+func TestConversationHeadersCanonical(t *testing.T) {
+	h := http.Header{}
+	h.Set("X-Session-Id", "  s1 ")
+	h.Set("X-Turn", " 3")
+	for _, canon := range []bool{false, true} {
+		rules := keyRules{headers: []string{"x-conversation-id", "X-SESSION-id"}}
+		if canon {
+			rules.canon = keyHeaders(rules.headers)
+		}
+		var p parsed
+		p.conversationKey(h, &rules, "", "start")
+		if p.key != "s1" || p.keySource != "header:x-session-id" || p.turn != 3 {
+			t.Errorf("canon %t: key %q from %q, turn %d; want s1 from header:x-session-id, turn 3", canon, p.key, p.keySource, p.turn)
+		}
+		if got := headerKey(h, &rules); got != "s1" {
+			t.Errorf("canon %t: headerKey %q", canon, got)
+		}
+	}
+}

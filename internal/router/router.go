@@ -128,6 +128,7 @@ func New(opts Options) (*Router, error) {
 		base:   opts.Transport,
 		rules: keyRules{
 			headers:     cfg.ConversationKey.Headers,
+			canon:       keyHeaders(cfg.ConversationKey.Headers),
 			bodyField:   cfg.ConversationKey.BodyField,
 			prefixChars: cfg.ConversationKey.PrefixChars,
 			defaultMax:  cfg.DefaultMaxTokens,
