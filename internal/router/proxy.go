@@ -130,7 +130,9 @@ func (r *Router) serveProxied(w http.ResponseWriter, req *http.Request) {
 		ctx = c
 	}
 	defer r.startSpan(&ctx, req)() // operator hook (issue 25): the request's span, tracing.go
-	req = req.WithContext(ctx)
+	if ctx != req.Context() {
+		req = req.WithContext(ctx) // (a copy of the request: only when its context changed)
+	}
 	start := time.Now()
 	body, held, ok := r.readRequestBody(w, req)
 	if !ok {
