@@ -27,13 +27,15 @@ import (
 // (newServer) and a bare httputil.ReverseProxy on the router's transport,
 // the body read into memory first as the router reads it, and nothing
 // else. What net/http costs is bare minus direct; what the router adds
-// to it is router minus bare. The JSON request log is
+// to it is router minus bare; router-nethttp is the router on Go's
+// Transport to the replica (upstream.client: net/http) instead of its own
+// client (internal/h1), which bare uses too. The JSON request log is
 // encoded to io.Discard. A figure of the whole path (net/http's server,
 // client and the router) that BenchmarkHandler, with no sockets, does
 // not count.
 func BenchmarkLoopback(b *testing.B) {
 	for _, stream := range []bool{false, true} {
-		for _, target := range []string{"direct", "bare", "router"} {
+		for _, target := range []string{"direct", "bare", "router", "router-nethttp"} {
 			b.Run(fmt.Sprintf("stream=%t/target=%s", stream, target), func(b *testing.B) {
 				url, conns := loopbackRig(b, target)
 				body := []byte(fmt.Sprintf(`{"model":"m","max_tokens":8,"stream":%t,"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"%s"}]}`,
@@ -113,6 +115,9 @@ func loopbackRig(b *testing.B, target string) (string, *atomic.Int64) {
 		srv := (&Router{cfg: cfg, log: slog.New(slog.DiscardHandler)}).newServer(bareProxy(b, cfg, up))
 		srv.ConnState = count
 		return serveLoopback(b, srv), conns
+	}
+	if target == "router-nethttp" {
+		cfg.Upstream.Client = config.ClientNetHTTP
 	}
 	rt, err := New(Options{Config: cfg, Logger: slog.New(NewLogHandler(io.Discard, nil))})
 	if err != nil {
