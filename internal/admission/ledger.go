@@ -21,8 +21,12 @@ import (
 //     intervals, and over a window sorted by dispatch: answers end out of their prefill
 //     order (outputs differ in length), and a running "covered until" would count the
 //     busy time of a late answer as already seen;
-//   - its cached share: cached ÷ (cached + processed) of its answers (CachedShare), the
-//     part of a prompt taken as cached when the pick expected none (Uncached);
+//   - what of the pick's expectation its answers found cached: cached ÷ expected (at most
+//     1) of its answers that expected some (a CachedShare of the expected tokens), and its
+//     cached share cached ÷ (cached + processed) of those that expected none: the part of
+//     an expectation, or of a prompt, taken as cached (Uncached). Placement memory expects
+//     a conversation's whole last prompt where a slot engine may have lost it (llama.cpp
+//     keeps a prefix per slot): the ratio learns how far to trust it;
 //   - its prefill backlog: a fluid queue that grows by each dispatched request's uncached
 //     tokens and drains at the rate, never above the in-flight entries' sum (WorkBacklog).
 //
@@ -50,6 +54,7 @@ type Ledger struct {
 type ledgerEntry struct {
 	rep    int
 	tokens int64
+	expect int // the cached tokens the pick expected (Uncached's argument)
 }
 
 // repWork is one replica's part of the ledger.
@@ -62,7 +67,8 @@ type repWork struct {
 	winN     int
 	winPos   int
 	rateNow  float64 // the throughput over win (tokens/s; 0: none)
-	cached   CachedShare
+	cached   CachedShare // answers that expected nothing cached
+	hit      CachedShare // of the expected tokens, the share found cached
 }
 
 // prefill is one answer's prefill: dispatched at start, first token at end.
@@ -158,29 +164,34 @@ func (l *Ledger) settle(w *repWork, now int64) {
 }
 
 // Uncached is the work of a prompt of prompt tokens routed to replica: the
-// prompt less the cached tokens the pick expected there (expectCached), or,
-// when it expected none, less the replica's recent cached share; at least 1.
+// prompt less the cached tokens the pick expected there (expectCached)
+// times the share of expectations its answers found true (all of it before
+// any), or, when it expected none, less the replica's recent cached share
+// of such answers; at least 1.
 func (l *Ledger) Uncached(replica string, prompt, expectCached int) int64 {
-	if expectCached > 0 {
+	i, known := l.byName[replica]
+	switch {
+	case expectCached > 0 && known && l.reps[i].hit.seen:
+		return int64(max(1, prompt-int(float64(min(expectCached, prompt))*l.reps[i].hit.Share()+0.5)))
+	case expectCached > 0:
 		return int64(max(1, prompt-expectCached))
-	}
-	if i, ok := l.byName[replica]; ok {
+	case known:
 		return int64(l.reps[i].cached.New(prompt))
 	}
 	return int64(max(1, prompt))
 }
 
 // Dispatched records request id in flight on replica with tokens of work
-// (Uncached) at now. An id already in flight is ended first (a driver that
-// reuses ids never counts one twice).
-func (l *Ledger) Dispatched(id uint64, replica string, tokens int64, now int64) {
+// (Uncached of its prompt and expectCached) at now. An id already in flight
+// is ended first (a driver that reuses ids never counts one twice).
+func (l *Ledger) Dispatched(id uint64, replica string, tokens int64, expectCached int, now int64) {
 	l.Ended(id, now)
 	w := l.rep(replica)
 	l.settle(w, now)
 	tokens = max(tokens, 0)
 	w.inflight += tokens
 	w.backlog += float64(tokens)
-	l.reqs[id] = ledgerEntry{rep: l.byName[replica], tokens: tokens}
+	l.reqs[id] = ledgerEntry{rep: l.byName[replica], tokens: tokens, expect: max(expectCached, 0)}
 }
 
 // Ended removes request id's entry (answered, failed or cancelled); false
@@ -198,14 +209,37 @@ func (l *Ledger) Ended(id uint64, now int64) bool {
 	return true
 }
 
-// Learn adds an answer of replica: its prompt was dispatched at start and
-// its first token came at first (the driver's clock, ns); cached and
-// processed are the answer's prompt counts. An answer without a prompt
-// count or a first token teaches no rate.
+// Answered ends request id's entry (Ended) and learns its answer (Learn),
+// with what its pick expected cached: the answer's cached tokens against
+// that expectation teach the replica how far to trust one.
+func (l *Ledger) Answered(id uint64, replica string, start, first int64, cached, processed int, now int64) {
+	e, ok := l.reqs[id]
+	l.Ended(id, now)
+	if ok && e.expect > 0 && cached >= 0 {
+		got := min(cached, e.expect)
+		l.rep(replica).hit.Learn(got, e.expect-got)
+		l.learn(replica, start, first, -1, processed, now)
+		return
+	}
+	l.Learn(replica, start, first, cached, processed, now)
+}
+
+// Learn adds an answer of replica that expected nothing cached: its prompt
+// was dispatched at start and its first token came at first (the driver's
+// clock, ns); cached and processed are the answer's prompt counts (cached
+// < 0: not reported, no share learned). An answer without a prompt count or
+// a first token teaches no rate.
 func (l *Ledger) Learn(replica string, start, first int64, cached, processed int, now int64) {
+	l.learn(replica, start, first, cached, processed, now)
+}
+
+// learn is Learn; cached < 0 leaves the cached share alone.
+func (l *Ledger) learn(replica string, start, first int64, cached, processed int, now int64) {
 	w := l.rep(replica)
 	l.settle(w, now)
-	w.cached.Learn(cached, processed)
+	if cached >= 0 {
+		w.cached.Learn(cached, processed)
+	}
 	if processed <= 0 || first <= start {
 		return
 	}
@@ -292,3 +326,44 @@ func (l *Ledger) Has(id uint64) bool {
 	_, ok := l.reqs[id]
 	return ok
 }
+
+// Service is the ledger's prediction of a new request's time from dispatch
+// to first token (ns): on the best of v's replicas that may be picked, its
+// backlog at v.Now and the request's uncached prompt (Uncached, nothing
+// expected) at its rate (the pool's mean for one without a rate):
+//
+//	service = min over r of (backlog(r) + Uncached(r, prompt)) ÷ rate(r)
+//
+// 0 while no rate is known (nothing is predicted on a guess). With a
+// ledger work model the drivers use it instead of policy.ServiceTime: the
+// same backlog and rate as the work term, where ServiceTime prices the
+// queue at the per-request rates learned under load, which, once a flood
+// has taught them, shed every request on arrival and, with nothing
+// admitted, are never corrected.
+func (l *Ledger) Service(v *policy.View, prompt int) int64 {
+	mean := l.meanRateOf(v)
+	best := math.Inf(1)
+	for r := range v.Rows {
+		if v.Excluded(r) {
+			continue
+		}
+		name := v.Names[r]
+		rate := mean
+		if own := l.Rate(name); own > 0 {
+			rate = own
+		}
+		if !(rate > 0) {
+			continue
+		}
+		_, bl := l.Tokens(name, v.Now)
+		best = min(best, (bl+float64(l.Uncached(name, prompt, 0)))/rate*1e9)
+	}
+	if math.IsInf(best, 0) {
+		return 0
+	}
+	return int64(min(best, math.MaxInt64/2))
+}
+
+// LedgerService reports whether the controller's work model is one of the
+// ledger's: its drivers predict Item.Service with Ledger.Service.
+func (c *Controller) LedgerService() bool { return !c.s.workCharges() }

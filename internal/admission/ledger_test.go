@@ -64,7 +64,7 @@ func TestLedgerUncached(t *testing.T) {
 		prompt, expect int
 		want           int64
 	}{
-		{"a", 5000, 3000, 2000}, // 3,000 expected cached there
+		{"a", 5000, 3000, 2000}, // 3,000 expected cached there (no expectation checked yet: trusted)
 		{"a", 4000, 0, 1000},    // nothing expected: 0.75 of it taken as cached
 		{"b", 4000, 0, 4000},    // nothing known of b: all of it
 		{"a", 100, 500, 1},      // more expected than the prompt: at least 1
@@ -76,6 +76,23 @@ func TestLedgerUncached(t *testing.T) {
 	if l.Rate("a") != 0 {
 		t.Errorf("an answer without a first token taught a rate")
 	}
+	// Expectations a replica's answers found a quarter true: an answer that
+	// expected 4,000 cached found 1,000 (the share of expected tokens found
+	// is 0.25), so 4,000 expected of a 5,000 prompt count as 1,000 cached:
+	// 4,000 of work. An answer that does not report its cache teaches nothing.
+	l.Dispatched(7, "a", l.Uncached("a", 5000, 4000), 4000, 0)
+	l.Answered(7, "a", 0, 100*ms, 1000, 4000, 100*ms)
+	if got := l.Uncached("a", 5000, 4000); got != 4000 {
+		t.Errorf("expectation a quarter true: %d, want 4000", got)
+	}
+	l.Dispatched(8, "a", 1, 4000, 0)
+	l.Answered(8, "a", 0, 100*ms, -1, 5000, 100*ms)
+	if got := l.Uncached("a", 5000, 4000); got != 4000 || l.Has(8) {
+		t.Errorf("after an answer without its cache: %d, want 4000 (and no entry)", got)
+	}
+	if got := l.Uncached("a", 4000, 0); got != 1000 { // the share of answers that expected nothing is untouched
+		t.Errorf("no expectation: %d, want 1000", got)
+	}
 }
 
 // TestLedgerBacklog: the backlog grows by each dispatch, drains at the
@@ -83,7 +100,7 @@ func TestLedgerUncached(t *testing.T) {
 func TestLedgerBacklog(t *testing.T) {
 	l := NewLedger()
 	teach(l, "a", 8, 0, 200*ms, 100*ms, sec) // 10,000 tok/s
-	l.Dispatched(1, "a", 5000, sec)
+	l.Dispatched(1, "a", 5000, 0, sec)
 	check := func(at int64, wantIn int64, wantBL float64) {
 		t.Helper()
 		in, bl := l.Tokens("a", at)
@@ -92,7 +109,7 @@ func TestLedgerBacklog(t *testing.T) {
 		}
 	}
 	check(1200*ms, 5000, 3000) // 200 ms at 10,000 tok/s drained 2,000
-	l.Dispatched(2, "a", 1000, 1200*ms)
+	l.Dispatched(2, "a", 1000, 0, 1200*ms)
 	check(1200*ms, 6000, 4000)
 	if ns, ok := l.Work("a", WorkBacklog, 1200*ms, 0); !ok || !near(ns, 0.4e9) {
 		t.Fatalf("backlog work %v %v, want 400 ms", ns, ok)
@@ -107,15 +124,15 @@ func TestLedgerBacklog(t *testing.T) {
 		t.Fatalf("ending: twice, or not at all; %d left", l.InFlight())
 	}
 	// A re-dispatched id replaces its entry (never counted twice).
-	l.Dispatched(3, "a", 700, 2*sec)
-	l.Dispatched(3, "a", 900, 2*sec)
+	l.Dispatched(3, "a", 700, 0, 2*sec)
+	l.Dispatched(3, "a", 900, 0, 2*sec)
 	check(2*sec, 900, 900)
 
 	// No rate yet: nothing drains, and the first rate drains the backlog
 	// from its start (the replica worked on it all along).
 	l = NewLedger()
-	l.Dispatched(1, "b", 3000, 0)
-	l.Dispatched(2, "b", 3000, 100*ms)
+	l.Dispatched(1, "b", 3000, 0, 0)
+	l.Dispatched(2, "b", 3000, 0, 100*ms)
 	if _, bl := l.Tokens("b", 400*ms); bl != 6000 {
 		t.Fatalf("no rate: backlog %v, want 6000", bl)
 	}
@@ -137,8 +154,8 @@ func TestScoreFromLedger(t *testing.T) {
 	c := New(s)
 	l := c.Ledger()
 	teach(l, "a", 8, 0, 200*ms, 100*ms, sec) // a: 10,000 tok/s
-	l.Dispatched(1, "a", 4000, sec)          // a: 0.4 s of backlog
-	l.Dispatched(2, "b", 2000, sec)          // b: no rate; the mean, 10,000: 0.2 s
+	l.Dispatched(1, "a", 4000, 0, sec)          // a: 0.4 s of backlog
+	l.Dispatched(2, "b", 2000, 0, sec)          // b: no rate; the mean, 10,000: 0.2 s
 	v := &policy.View{Names: []string{"a", "b", "c"}, Rows: make([]policy.Row, 3), Now: sec}
 	if got := c.Score(v, 0); !near(got, (0.4+0.2+0)/3) {
 		t.Fatalf("backlog: %v, want %v", got, (0.4+0.2)/3)
@@ -199,7 +216,7 @@ func TestPropertyLedger(t *testing.T) {
 		route := func(id uint64) {
 			f := flight{rep: names[rng.IntN(len(names))], start: now}
 			f.tokens = l.Uncached(f.rep, 1+rng.IntN(4000), rng.IntN(2)*rng.IntN(3000))
-			l.Dispatched(id, f.rep, f.tokens, now)
+			l.Dispatched(id, f.rep, f.tokens, 0, now)
 			inflight[id] = f
 			order = append(order, id)
 		}

@@ -143,6 +143,10 @@ func (a *admitter) service(p *admPool, f *flight, now int64) int64 {
 	if f.in.Tokens > 0 {
 		prompt = f.in.Tokens
 	}
+	if p.c.LedgerService() { // the work ledger's backlog and rates (admission.Ledger.Service)
+		l := p.c.Ledger()
+		return int64(p.table.LoadView(now, func(v *policy.View) float64 { return float64(l.Service(v, prompt)) }))
+	}
 	prompt = p.cached.New(prompt) // the view has no matches: the pool's recent cached share
 	return int64(p.table.LoadView(now, func(v *policy.View) float64 {
 		return float64(policy.ServiceTime(a.model, v, prompt))
@@ -253,8 +257,9 @@ func (a *admitter) done(_ *http.Request, f *flight) {
 	}
 	a.mu.Lock()
 	l := f.adm.pool.c.Ledger()
-	l.Ended(f.adm.id, now)
-	if out.Known {
+	if !out.Known {
+		l.Ended(f.adm.id, now)
+	} else {
 		f.adm.pool.cached.Learn(out.CacheN, out.PromptN)
 		if out.TTFT > 0 { // from dispatch: less the wait in the queue
 			f.adm.pool.c.ObserveService(int64(out.TTFT-f.adm.wait), now)
@@ -263,7 +268,11 @@ func (a *admitter) done(_ *http.Request, f *flight) {
 		if out.TTFT > 0 {
 			first = f.start.UnixNano() + int64(out.TTFT)
 		}
-		l.Learn(f.ticket.Replica.Name, start, first, out.CacheN, out.PromptN, now)
+		cached := out.CacheN
+		if out.CachedUnknown { // not reported (vLLM without prompt token details): teaches no share
+			cached = -1
+		}
+		l.Answered(f.adm.id, f.ticket.Replica.Name, start, first, cached, out.PromptN, now)
 	}
 	a.mu.Unlock()
 	a.kick(f.adm.pool)
@@ -341,7 +350,7 @@ func (a *admitter) routed(ad admitted, tk *state.Ticket, ok bool) {
 	if ok {
 		a.mu.Lock()
 		l := ad.pool.c.Ledger()
-		l.Dispatched(ad.id, tk.Replica.Name, l.Uncached(tk.Replica.Name, tk.EstPrompt, tk.ExpectCached), time.Now().UnixNano())
+		l.Dispatched(ad.id, tk.Replica.Name, l.Uncached(tk.Replica.Name, tk.EstPrompt, tk.ExpectCached), tk.ExpectCached, time.Now().UnixNano())
 		a.mu.Unlock()
 	}
 }

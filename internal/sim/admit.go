@@ -169,6 +169,10 @@ func (s *sim) service(prompt int) (int64, error) {
 		}
 		a.model = m
 	}
+	if a.c.LedgerService() { // the work ledger's backlog and rates (admission.Ledger.Service)
+		l := a.c.Ledger()
+		return int64(s.tables[0].LoadView(int64(s.now), func(v *policy.View) float64 { return float64(l.Service(v, prompt)) })), nil
+	}
 	prompt = a.cached.New(prompt) // the view has no matches: the pool's recent cached share
 	return int64(s.tables[0].LoadView(int64(s.now), func(v *policy.View) float64 {
 		return float64(policy.ServiceTime(a.model, v, prompt))
@@ -185,7 +189,7 @@ func (s *sim) admRouted(u int32) {
 	us := &s.users[u]
 	tk := &us.ticket
 	l := s.adm.c.Ledger()
-	l.Dispatched(ledgerID(us), tk.Replica.Name, l.Uncached(tk.Replica.Name, tk.EstPrompt, tk.ExpectCached), int64(s.now))
+	l.Dispatched(ledgerID(us), tk.Replica.Name, l.Uncached(tk.Replica.Name, tk.EstPrompt, tk.ExpectCached), tk.ExpectCached, int64(s.now))
 }
 
 // admEnded ends user u's ledger entry, if any (its request failed).
@@ -215,8 +219,7 @@ func (s *sim) admAnswered(us *user, res *model.Result, at time.Duration) {
 		first = at
 	}
 	l := s.adm.c.Ledger()
-	l.Ended(ledgerID(us), int64(at))
-	l.Learn(us.ticket.Replica.Name, int64(us.sent+us.wait), int64(first), res.CacheN, res.PromptN, int64(at))
+	l.Answered(ledgerID(us), us.ticket.Replica.Name, int64(us.sent+us.wait), int64(first), res.CacheN, res.PromptN, int64(at))
 	if us.ttft > 0 { // from dispatch: less the wait in the queue
 		s.adm.c.ObserveService(int64(us.ttft-us.wait), int64(at))
 	}
