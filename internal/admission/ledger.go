@@ -66,7 +66,7 @@ type repWork struct {
 	win      [LedgerWindow]prefill // the last answers' prefills (a ring)
 	winN     int
 	winPos   int
-	rateNow  float64 // the throughput over win (tokens/s; 0: none)
+	rateNow  float64     // the throughput over win (tokens/s; 0: none)
 	cached   CachedShare // answers that expected nothing cached
 	hit      CachedShare // of the expected tokens, the share found cached
 }

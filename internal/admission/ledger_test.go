@@ -154,8 +154,8 @@ func TestScoreFromLedger(t *testing.T) {
 	c := New(s)
 	l := c.Ledger()
 	teach(l, "a", 8, 0, 200*ms, 100*ms, sec) // a: 10,000 tok/s
-	l.Dispatched(1, "a", 4000, 0, sec)          // a: 0.4 s of backlog
-	l.Dispatched(2, "b", 2000, 0, sec)          // b: no rate; the mean, 10,000: 0.2 s
+	l.Dispatched(1, "a", 4000, 0, sec)       // a: 0.4 s of backlog
+	l.Dispatched(2, "b", 2000, 0, sec)       // b: no rate; the mean, 10,000: 0.2 s
 	v := &policy.View{Names: []string{"a", "b", "c"}, Rows: make([]policy.Row, 3), Now: sec}
 	if got := c.Score(v, 0); !near(got, (0.4+0.2+0)/3) {
 		t.Fatalf("backlog: %v, want %v", got, (0.4+0.2)/3)
