@@ -14,13 +14,16 @@ import (
 //   - its prefill throughput: prompt tokens processed per second while the replica had a
 //     prompt to process, from the answers' counts and timings (Learn):
 //
-//     rate = Σ processed ÷ |∪ [dispatch, first token]|   over its last LedgerWindow answers
+//     rate = Σ processed ÷ |∪ [dispatch, first token]|
 //
-//     a rate of the whole replica, which does not fall as its batch fills, where the
-//     per-request rate (prompt ÷ time to first token) does. The union, not the sum of the
-//     intervals, and over a window sorted by dispatch: answers end out of their prefill
-//     order (outputs differ in length), and a running "covered until" would count the
-//     busy time of a late answer as already seen;
+//     over the last LedgerWindow answers of those dispatched before its oldest request
+//     still in flight (or of all, when that gives more): a rate of the whole replica, which does not fall as its batch
+//     fills, where the per-request rate (prompt ÷ time to first token) does. The union,
+//     not the sum of the intervals; and only the dispatches before the oldest one still
+//     in flight, all of them answered: answers end out of their prefill order (outputs
+//     differ in length), and a later dispatch still decoding did prefill work inside the
+//     union that no answer has counted yet — measured over every answer, the rate falls
+//     short of the replica's and the backlog, drained too slowly, grows without end;
 //   - what of the pick's expectation its answers found cached: cached ÷ expected (at most
 //     1) of its answers that expected some (a CachedShare of the expected tokens), and its
 //     cached share cached ÷ (cached + processed) of those that expected none: the part of
@@ -53,6 +56,7 @@ type Ledger struct {
 
 type ledgerEntry struct {
 	rep    int
+	seq    uint64 // its prefill's number at its replica
 	tokens int64
 	expect int // the cached tokens the pick expected (Uncached's argument)
 }
@@ -63,19 +67,30 @@ type repWork struct {
 	inflight int64   // Σ tokens of its entries
 	backlog  float64 // the fluid prefill backlog at at (tokens)
 	at       int64
-	win      [LedgerWindow]prefill // the last answers' prefills (a ring)
-	winN     int
-	winPos   int
-	rateNow  float64     // the throughput over win (tokens/s; 0: none)
+	recs     []prefill // its recent prefills in dispatch order; recs[0] is number base
+	base     uint64
+	rateNow  float64     // the throughput (tokens/s; 0: none)
 	cached   CachedShare // answers that expected nothing cached
 	hit      CachedShare // of the expected tokens, the share found cached
 }
 
-// prefill is one answer's prefill: dispatched at start, first token at end.
+// prefill is one request's prefill: dispatched at start, first token at
+// end (once answered), tokens processed.
 type prefill struct {
 	start, end int64
 	tokens     int64
+	state      uint8
 }
+
+// prefill states.
+const (
+	pending uint8 = iota // in flight
+	done                 // answered with a prompt count and a first token
+	dropped              // ended without one: counts for nothing
+)
+
+// ledgerRecs bounds a replica's kept prefills (the oldest go first).
+const ledgerRecs = 4 * LedgerWindow
 
 // NewLedger returns an empty ledger.
 func NewLedger() *Ledger {
@@ -95,27 +110,76 @@ func (l *Ledger) rep(name string) *repWork {
 // rate is the replica's own prefill throughput (tokens/s; 0: none yet).
 func (w *repWork) rate() float64 { return w.rateNow }
 
-// measure recomputes rateNow from the window: Σ tokens ÷ the union of the
-// prefills (sorted by start; insertion sort of at most LedgerWindow).
+// measure recomputes rateNow: Σ tokens ÷ the union of the prefills of the
+// last LedgerWindow answered ones before the first still pending, or, when
+// larger (that set is too old or too small: a request decoding for long
+// holds it back), of the last LedgerWindow answered ones.
 func (w *repWork) measure() {
+	end := len(w.recs)
+	for i, r := range w.recs {
+		if r.state == pending {
+			end = i
+			break
+		}
+	}
+	w.rateNow = max(unionRate(w.recs[:end]), unionRate(w.recs))
+}
+
+// unionRate is Σ tokens ÷ the union of the last LedgerWindow answered
+// prefills of recs (sorted by start: insertion sort of at most
+// LedgerWindow); 0 with fewer than LedgerMinAnswers.
+func unionRate(recs []prefill) float64 {
 	var iv [LedgerWindow]prefill
-	n := copy(iv[:], w.win[:w.winN])
+	n := 0
+	for i := len(recs) - 1; i >= 0 && n < LedgerWindow; i-- {
+		if recs[i].state == done {
+			iv[n] = recs[i]
+			n++
+		}
+	}
 	for i := 1; i < n; i++ {
 		for j := i; j > 0 && iv[j].start < iv[j-1].start; j-- {
 			iv[j], iv[j-1] = iv[j-1], iv[j]
 		}
 	}
-	var tokens, busy, end int64
+	var tokens, busy, last int64
 	for i := 0; i < n; i++ {
 		tokens += iv[i].tokens
-		if s := max(iv[i].start, end); iv[i].end > s {
+		if s := max(iv[i].start, last); iv[i].end > s {
 			busy += iv[i].end - s
 		}
-		end = max(end, iv[i].end)
+		last = max(last, iv[i].end)
 	}
-	w.rateNow = 0
-	if busy > 0 && n >= LedgerMinAnswers {
-		w.rateNow = float64(tokens) / float64(busy) * 1e9
+	if busy <= 0 || n < LedgerMinAnswers {
+		return 0
+	}
+	return float64(tokens) / float64(busy) * 1e9
+}
+
+// record appends a prefill (the oldest kept go when there are too many)
+// and returns its number.
+func (w *repWork) record(p prefill) uint64 {
+	if len(w.recs) >= ledgerRecs {
+		w.recs = w.recs[1:]
+		w.base++
+	}
+	w.recs = append(w.recs, p)
+	return w.base + uint64(len(w.recs)-1)
+}
+
+// finish settles prefill number seq (if still kept) as answered at first
+// with tokens processed, or dropped.
+func (w *repWork) finish(seq uint64, start, first int64, tokens int, ok bool) {
+	if seq < w.base || seq-w.base >= uint64(len(w.recs)) {
+		return
+	}
+	r := &w.recs[seq-w.base]
+	if r.state != pending {
+		return
+	}
+	r.state = dropped
+	if ok && tokens > 0 && first > start {
+		r.start, r.end, r.tokens, r.state = start, first, int64(tokens), done
 	}
 }
 
@@ -191,7 +255,8 @@ func (l *Ledger) Dispatched(id uint64, replica string, tokens int64, expectCache
 	tokens = max(tokens, 0)
 	w.inflight += tokens
 	w.backlog += float64(tokens)
-	l.reqs[id] = ledgerEntry{rep: l.byName[replica], tokens: tokens, expect: max(expectCached, 0)}
+	seq := w.record(prefill{start: now, state: pending})
+	l.reqs[id] = ledgerEntry{rep: l.byName[replica], seq: seq, tokens: tokens, expect: max(expectCached, 0)}
 }
 
 // Ended removes request id's entry (answered, failed or cancelled); false
@@ -204,49 +269,52 @@ func (l *Ledger) Ended(id uint64, now int64) bool {
 	delete(l.reqs, id)
 	w := l.reps[e.rep]
 	l.settle(w, now)
+	w.finish(e.seq, 0, 0, 0, false)
+	w.measure()
 	w.inflight -= e.tokens
 	w.backlog = min(w.backlog, float64(w.inflight))
 	return true
 }
 
-// Answered ends request id's entry (Ended) and learns its answer (Learn),
-// with what its pick expected cached: the answer's cached tokens against
-// that expectation teach the replica how far to trust one.
+// Answered ends request id's entry (as Ended does) and learns its answer:
+// its prefill, dispatched at start (the driver's clock, ns) with its first
+// token at first, processed prompt tokens; cached, the answer's cached
+// count (< 0: not reported), against what its pick expected cached,
+// teaches the replica how far to trust an expectation, or, when it
+// expected none, its cached share. An answer without a prompt count or a
+// first token teaches no rate.
 func (l *Ledger) Answered(id uint64, replica string, start, first int64, cached, processed int, now int64) {
 	e, ok := l.reqs[id]
-	l.Ended(id, now)
-	if ok && e.expect > 0 && cached >= 0 {
-		got := min(cached, e.expect)
-		l.rep(replica).hit.Learn(got, e.expect-got)
-		l.learn(replica, start, first, -1, processed, now)
+	if !ok {
+		l.Learn(replica, start, first, cached, processed, now)
 		return
 	}
-	l.Learn(replica, start, first, cached, processed, now)
+	w := l.reps[e.rep]
+	l.settle(w, now)
+	w.finish(e.seq, start, first, processed, true)
+	l.Ended(id, now)
+	switch {
+	case cached < 0:
+	case e.expect > 0:
+		got := min(cached, e.expect)
+		w.hit.Learn(got, e.expect-got)
+	default:
+		w.cached.Learn(cached, processed)
+	}
 }
 
-// Learn adds an answer of replica that expected nothing cached: its prompt
-// was dispatched at start and its first token came at first (the driver's
-// clock, ns); cached and processed are the answer's prompt counts (cached
-// < 0: not reported, no share learned). An answer without a prompt count or
-// a first token teaches no rate.
+// Learn adds an answer of replica that had no entry (nothing in flight
+// known of it), as Answered learns one that expected nothing cached.
 func (l *Ledger) Learn(replica string, start, first int64, cached, processed int, now int64) {
-	l.learn(replica, start, first, cached, processed, now)
-}
-
-// learn is Learn; cached < 0 leaves the cached share alone.
-func (l *Ledger) learn(replica string, start, first int64, cached, processed int, now int64) {
 	w := l.rep(replica)
 	l.settle(w, now)
 	if cached >= 0 {
 		w.cached.Learn(cached, processed)
 	}
-	if processed <= 0 || first <= start {
-		return
+	if processed > 0 && first > start {
+		w.record(prefill{start: start, end: first, tokens: int64(processed), state: done})
+		w.measure()
 	}
-	w.win[w.winPos] = prefill{start: start, end: first, tokens: int64(processed)}
-	w.winPos = (w.winPos + 1) % LedgerWindow
-	w.winN = min(w.winN+1, LedgerWindow)
-	w.measure()
 }
 
 // InFlight is the number of requests with an entry.

@@ -43,6 +43,30 @@ func TestLedgerRate(t *testing.T) {
 	if r := l.Rate("a"); !near(r, 10000) {
 		t.Fatalf("disjoint: rate %v, want 10000", r)
 	}
+	// The answers dispatched before the oldest request still in flight make
+	// a rate of their own, the larger wins: with request 100 (dispatched at
+	// 0) pending, the eight answers after it make 10,000 tok/s over all
+	// answers (none before it); once it is answered ([0, 100 ms], 1,000
+	// tokens) the nine make 9,000 tokens over the union 0.8 s: 11,250 tok/s.
+	// Request 101, dispatched at 2 s and pending, leaves that rate standing
+	// while two slower answers after it (1,000 tokens in 1 s each) pull the
+	// rate over all answers down to 11,000 ÷ 2.8 s.
+	l = NewLedger()
+	l.Dispatched(100, "a", 1000, 0, 0)
+	teach(l, "a", 8, 0, 200*ms, 100*ms, sec)
+	if r := l.Rate("a"); !near(r, 10000) {
+		t.Fatalf("an older request in flight: rate %v, want 10000", r)
+	}
+	l.Answered(100, "a", 0, 100*ms, 0, 1000, sec)
+	if r := l.Rate("a"); !near(r, 11250) {
+		t.Fatalf("the older one answered: rate %v, want 11250", r)
+	}
+	l.Dispatched(101, "a", 1000, 0, 2*sec)
+	l.Learn("a", 3*sec, 4*sec, 0, 1000, 4*sec)
+	l.Learn("a", 4*sec, 5*sec, 0, 1000, 5*sec)
+	if r := l.Rate("a"); !near(r, 11250) {
+		t.Fatalf("slower answers after a pending one: rate %v, want 11250 (all: %v)", r, 11000/2.8)
+	}
 	// The window keeps the last LedgerWindow answers: 64 more at 1,000
 	// tokens per 50 ms back to back (20,000 tok/s) replace the first ones.
 	for i := 0; i < LedgerWindow; i++ {
@@ -139,7 +163,7 @@ func TestLedgerBacklog(t *testing.T) {
 	if _, ok := l.Work("b", WorkBacklog, 400*ms, 0); ok {
 		t.Fatalf("no rate: work known")
 	}
-	teach(l, "b", 8, 0, 200*ms, 100*ms, 500*ms) // 10,000 tok/s, learned at 500 ms
+	teach(l, "c", 8, 0, 200*ms, 100*ms, 500*ms) // c: 10,000 tok/s, learned at 500 ms; b drains at the pool's mean
 	if _, bl := l.Tokens("b", 500*ms); !near(bl, 1000) {
 		t.Fatalf("first rate: backlog %v, want 6000 − 10,000 × 0.5 = 1000", bl)
 	}
@@ -252,8 +276,7 @@ func TestPropertyLedger(t *testing.T) {
 				k := rng.IntN(len(order))
 				id := order[k]
 				f := inflight[id]
-				l.Ended(id, now)
-				l.Learn(f.rep, f.start, min(f.start+int64(rng.IntN(500))*ms, now), rng.IntN(1000), rng.IntN(3000), now)
+				l.Answered(id, f.rep, f.start, min(f.start+int64(rng.IntN(500))*ms, now), rng.IntN(1000)-1, rng.IntN(3000), now)
 				delete(inflight, id)
 				order = append(order[:k], order[k+1:]...)
 			case op < 9:
