@@ -71,7 +71,7 @@ if __name__ == '__main__':
     print('| folder | rate | goodput | TTFT p90 ≤ 1 s | shed | light flow fair ratio (min; ≥ 0.8) | top p90 / at capacity (median; ≤ 1.2×) | goodput / no admission (min / median) |')
     print('|---|---|---|---|---|---|---|---|')
     for d in dirs:
-        s = load(d); base = load(re.sub(r'-(tc0|share[\d.]+|work[\d.]+)$', '-noadm', d))
+        s = load(d); base = load(d[:d.rindex('-')] + '-noadm')  # the variant's name (after the last '-') has no '-'
         stages = sorted({k[0] for k in s}, key=stage_key); pols = sorted({k[1] for k in s})
         for stage in stages:
             rows = [s[(stage, p)] for p in pols]

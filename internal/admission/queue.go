@@ -87,6 +87,7 @@ type Controller struct {
 	limits    []bandLimit  // Settings.BandLimits, highest band first
 	tokenCap  int64        // the configured TokenCapacity (SetKVTokens derives the one in use)
 	workLimit int64        // the configured WorkLimitNs (SetSLO derives the one in use)
+	ledger    *Ledger      // the work term's per-request ledger (ledger.go)
 }
 
 type bandLimit struct {
@@ -127,7 +128,8 @@ func New(s Settings) *Controller { return NewShared(s, NewBudgets(&s)) }
 // flow's across pools). b is used under the same serialisation as the
 // controllers.
 func NewShared(s Settings, b *Budgets) *Controller {
-	c := &Controller{s: s, budgets: b, byID: map[uint64]*entry{}, tokenCap: s.TokenCapacity, workLimit: s.WorkLimitNs}
+	c := &Controller{s: s, budgets: b, byID: map[uint64]*entry{}, tokenCap: s.TokenCapacity, workLimit: s.WorkLimitNs,
+		ledger: NewLedger()}
 	bands := sortedBands(s.BandLimits)
 	for i := len(bands) - 1; i >= 0; i-- {
 		c.limits = append(c.limits, bandLimit{bands[i], s.BandLimits[bands[i]]})
@@ -137,6 +139,11 @@ func NewShared(s Settings, b *Budgets) *Controller {
 
 // Settings returns the controller's settings.
 func (c *Controller) Settings() *Settings { return &c.s }
+
+// Ledger returns the pool's work ledger: the driver records each routed
+// request's uncached prompt (Dispatched), its end (Ended) and its answer
+// (Learn), whatever the work model (the ledger costs nothing it is not fed).
+func (c *Controller) Ledger() *Ledger { return c.ledger }
 
 // Budgets returns the flows' token budgets (to correct a charge with the
 // answer's counts).

@@ -25,15 +25,19 @@ import "github.com/llm-ring/llm-ring/internal/policy"
 // (work.go); ReplicaScore has only the row's own rate, PoolScore falls back
 // to the pool's mean for a replica that has none.
 func ReplicaScore(row *policy.Row, now int64, s *Settings, pending float64) float64 {
-	return replicaScore(row, now, s, pending, 0)
+	score := replicaScore(row, now, s, pending)
+	if s.WorkLimitNs > 0 && s.workCharges() && !stale(row, now, s) {
+		score = max(score, workTerm(row.Load.Tokens, row.Speed.Prefill, 0, s.WorkLimitNs))
+	}
+	return score
 }
 
-func replicaScore(row *policy.Row, now int64, s *Settings, pending, meanPF float64) float64 {
-	rep := &row.Reported
-	reporting := rep.HasQueue || rep.HasKV
-	if reporting && now-rep.At > s.StaleAfterNs {
+// replicaScore is a replica's score on every term but the work term.
+func replicaScore(row *policy.Row, now int64, s *Settings, pending float64) float64 {
+	if stale(row, now, s) {
 		return 1
 	}
+	rep := &row.Reported
 	score := 0.0
 	inFlight := float64(row.Load.Requests) + pending
 	waiting := inFlight - 1 // what an unreporting replica surely queues
@@ -49,36 +53,71 @@ func replicaScore(row *policy.Row, now int64, s *Settings, pending, meanPF float
 	if s.TokenCapacity > 0 {
 		score = max(score, float64(row.Load.Tokens)/float64(s.TokenCapacity))
 	}
-	if s.WorkLimitNs > 0 {
-		score = max(score, workTerm(row.Load.Tokens, row.Speed.Prefill, meanPF, s.WorkLimitNs))
-	}
 	return score
+}
+
+// stale reports whether row's last report is too old: it scores 1.
+func stale(row *policy.Row, now int64, s *Settings) bool {
+	rep := &row.Reported
+	return (rep.HasQueue || rep.HasKV) && now-rep.At > s.StaleAfterNs
 }
 
 // PoolScore is the mean replica score over the replicas that may be picked
 // (excluded ones — unhealthy, or failed for this request — do not count),
 // with pending requests (dispatched, not yet routed) spread evenly over
 // them. With no replica it is 0: there is nothing to protect, and routing
-// answers 503 on its own.
+// answers 503 on its own. The work term is the charges' (work.go); a
+// Controller's Score takes it from its ledger when the work model is one
+// of the ledger's (ledger.go).
 func PoolScore(v *policy.View, s *Settings, pending int) float64 {
+	return poolScore(v, s, pending, nil)
+}
+
+// Score is the pool's saturation score (PoolScore) with the work term of
+// the controller's work model: the charges' at the learned per-request
+// rate, or the ledger's (WorkInflight, WorkBacklog).
+func (c *Controller) Score(v *policy.View, pending int) float64 {
+	if c.s.workCharges() {
+		return poolScore(v, &c.s, pending, nil)
+	}
+	return poolScore(v, &c.s, pending, c.ledger)
+}
+
+func poolScore(v *policy.View, s *Settings, pending int, led *Ledger) float64 {
 	n := 0
 	for r := range v.Rows {
 		if !v.Excluded(r) {
 			n++
 		}
 	}
-	meanPF := 0.0
-	if s.WorkLimitNs > 0 {
-		meanPF = meanPrefill(v)
+	if n == 0 {
+		return 0
+	}
+	mean := 0.0
+	switch {
+	case s.WorkLimitNs <= 0:
+	case led != nil:
+		mean = led.meanRateOf(v)
+	default:
+		mean = meanPrefill(v)
 	}
 	sum := 0.0
 	for r := range v.Rows {
-		if !v.Excluded(r) {
-			sum += replicaScore(&v.Rows[r], v.Now, s, float64(pending)/float64(max(n, 1)), meanPF)
+		if v.Excluded(r) {
+			continue
 		}
-	}
-	if n == 0 {
-		return 0
+		row := &v.Rows[r]
+		score := replicaScore(row, v.Now, s, float64(pending)/float64(n))
+		switch {
+		case s.WorkLimitNs <= 0 || stale(row, v.Now, s): // a stale replica scores 1, whatever its work
+		case led != nil:
+			if ns, ok := led.Work(v.Names[r], s.WorkModel, v.Now, mean); ok {
+				score = max(score, ns/float64(s.WorkLimitNs))
+			}
+		default:
+			score = max(score, workTerm(row.Load.Tokens, row.Speed.Prefill, mean, s.WorkLimitNs))
+		}
+		sum += score
 	}
 	return sum / float64(n)
 }

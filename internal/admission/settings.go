@@ -39,6 +39,13 @@ type Settings struct {
 	// TTFT SLO the driver gives requests (Controller.SetSLO,
 	// WorkLimitFor); 0: not derived.
 	WorkShare float64 `json:"work_share"`
+	// WorkModel is what the work term counts (work.go, ledger.go):
+	// WorkCharges ("charges", the default), the policies' in-flight charges
+	// at the learned per-request prefill rate; WorkInflight ("inflight"),
+	// the ledger's uncached prompt tokens in flight at the replica's prefill
+	// throughput; WorkBacklog ("backlog"), the ledger's prefill backlog (the
+	// in-flight tokens drained at that throughput since dispatch) at it.
+	WorkModel string `json:"work_model"`
 	// StaleAfterNs: a report older than this makes its replica count as
 	// saturated (GIE: stale metrics are 100 % saturated). Default 2 s, ten
 	// intervals of the shipped 200 ms scrape.
@@ -100,6 +107,16 @@ const (
 	OrderEDF  = "edf"
 )
 
+// Work models (Settings.WorkModel).
+const (
+	WorkCharges  = "charges"
+	WorkInflight = "inflight"
+	WorkBacklog  = "backlog"
+)
+
+// workCharges reports whether the work term is the charges' (no ledger).
+func (s *Settings) workCharges() bool { return s.WorkModel == "" || s.WorkModel == WorkCharges }
+
 // Defaults returns the documented defaults (admission off).
 func Defaults() Settings {
 	return Settings{
@@ -127,6 +144,8 @@ func (s *Settings) Validate() error {
 	check(s.TokenShare >= 0 && s.TokenShare <= 1, "token_share: must be in [0, 1], got %v", s.TokenShare)
 	check(s.WorkLimitNs >= 0, "work_limit: must be ≥ 0, got %dns", s.WorkLimitNs)
 	check(s.WorkShare >= 0 && !math.IsInf(s.WorkShare, 0), "work_share: must be ≥ 0, got %v", s.WorkShare)
+	check(s.workCharges() || s.WorkModel == WorkInflight || s.WorkModel == WorkBacklog,
+		"work_model: must be %q, %q or %q, got %q", WorkCharges, WorkInflight, WorkBacklog, s.WorkModel)
 	check(s.StaleAfterNs > 0, "stale_after: must be > 0, got %dns", s.StaleAfterNs)
 	check(s.Limit > 0 && !math.IsInf(s.Limit, 0), "limit: must be > 0, got %v", s.Limit)
 	check(s.QueueCapacity >= 0, "queue_capacity: must be ≥ 0, got %d", s.QueueCapacity)

@@ -29,6 +29,7 @@ import (
 //	  token_share: 0.45          # token capacity = share × the engine's reported KV pool, unless token_capacity is set
 //	  work_share: 0.5            # saturated when a replica's in-flight work (tokens at its learned prefill rate) exceeds share × default_slo_ttft
 //	  work_limit: 0s             # that work limit as a duration; set, it wins over work_share
+//	  work_model: charges        # what the work counts: charges | inflight | backlog (the work ledger; docs/admission.md)
 type Admission struct {
 	Enabled             bool               `json:"enabled" cfg:"optional"`
 	QueueThreshold      float64            `json:"queue_threshold" cfg:"optional"`
@@ -37,6 +38,7 @@ type Admission struct {
 	TokenShare          *float64           `json:"token_share" cfg:"optional"`
 	WorkShare           *float64           `json:"work_share" cfg:"optional"`
 	WorkLimit           Duration           `json:"work_limit" cfg:"optional"`
+	WorkModel           string             `json:"work_model" cfg:"optional"`
 	StaleAfter          Duration           `json:"stale_after" cfg:"optional"`
 	Limit               float64            `json:"limit" cfg:"optional"`
 	QueueCapacity       *int               `json:"queue_capacity" cfg:"optional"`
@@ -139,6 +141,9 @@ func (a Admission) Settings() (admission.Settings, error) {
 		s.WorkShare = *a.WorkShare
 	}
 	s.WorkLimitNs = int64(time.Duration(a.WorkLimit))
+	if a.WorkModel != "" {
+		s.WorkModel = a.WorkModel
+	}
 	s.TokensPerMinute, s.FlowTokensPerMinute, s.FlowWeights = a.TokensPerMinute, a.FlowTokensPerMinute, a.FlowWeights
 	var err error
 	if s.MinShare, err = byBand("min_share", a.MinShare); err != nil {

@@ -143,6 +143,10 @@ func (a *admitter) service(p *admPool, f *flight, now int64) int64 {
 	if f.in.Tokens > 0 {
 		prompt = f.in.Tokens
 	}
+	if p.c.LedgerService() { // the work ledger's backlog and rates (admission.Ledger.Service)
+		l := p.c.Ledger()
+		return int64(p.table.LoadView(now, func(v *policy.View) float64 { return float64(l.Service(v, prompt)) }))
+	}
 	prompt = p.cached.New(prompt) // the view has no matches: the pool's recent cached share
 	return int64(p.table.LoadView(now, func(v *policy.View) float64 {
 		return float64(policy.ServiceTime(a.model, v, prompt))
@@ -151,8 +155,8 @@ func (a *admitter) service(p *admPool, f *flight, now int64) int64 {
 
 // score reads the pool's saturation score from its table (a.mu held).
 func (a *admitter) score(p *admPool, now int64) float64 {
-	s := p.c.Settings()
-	score := p.table.LoadView(now, func(v *policy.View) float64 { return admission.PoolScore(v, s, p.pending) })
+	c := p.c
+	score := p.table.LoadView(now, func(v *policy.View) float64 { return c.Score(v, p.pending) })
 	a.saturation.Set(score)
 	return score
 }
@@ -193,7 +197,7 @@ func (a *admitter) decide(ctx context.Context, h http.Header, f *flight, table *
 	}
 	a.gauges()
 	a.mu.Unlock()
-	ad = admitted{on: true, tokens: it.Tokens, priority: it.Priority, flow: it.Flow, pool: p}
+	ad = admitted{on: true, id: it.ID, tokens: it.Tokens, priority: it.Priority, flow: it.Flow, pool: p}
 	switch v.Outcome {
 	case admission.Admitted:
 		a.outcomes.WithLabelValues("admitted").Inc()
@@ -211,8 +215,9 @@ func (a *admitter) decide(ctx context.Context, h http.Header, f *flight, table *
 // and trace show it).
 type admitted struct {
 	on       bool
-	tokens   int64 // charged to its flow's budget (the estimate)
-	queued   bool  // let go from the queue: pending until routed
+	id       uint64 // the admission item's id: the work ledger's too
+	tokens   int64  // charged to its flow's budget (the estimate)
+	queued   bool   // let go from the queue: pending until routed
 	priority int
 	flow     string
 	wait     time.Duration // in the queue
@@ -236,22 +241,40 @@ func (ad *admitted) appendNote(dst []byte) []byte {
 }
 
 // done runs after an admitted request's answer ended: its flow's budget is
-// corrected with the counts the answer reported, and the released load may
-// let waiting requests of its pool go. (The request is unused: the flow is
-// the one admission read.)
+// corrected with the counts the answer reported, the work ledger ends its
+// entry and learns its replica's prefill throughput (dispatch: start + the
+// wait in the queue; first token: start + its TTFT, the end when no byte
+// came), and the released load may let waiting requests of its pool go.
+// (The request is unused: the flow is the one admission read.)
 func (a *admitter) done(_ *http.Request, f *flight) {
 	if a == nil || !f.adm.on {
 		return
 	}
-	if out := f.out; out.Known {
+	now := time.Now().UnixNano()
+	out := f.out
+	if out.Known {
 		a.correct(f.adm.flow, f.adm.tokens, int64(out.CacheN+out.PromptN+out.PredictedN))
-		a.mu.Lock()
+	}
+	a.mu.Lock()
+	l := f.adm.pool.c.Ledger()
+	if !out.Known {
+		l.Ended(f.adm.id, now)
+	} else {
 		f.adm.pool.cached.Learn(out.CacheN, out.PromptN)
 		if out.TTFT > 0 { // from dispatch: less the wait in the queue
-			f.adm.pool.c.ObserveService(int64(out.TTFT-f.adm.wait), time.Now().UnixNano())
+			f.adm.pool.c.ObserveService(int64(out.TTFT-f.adm.wait), now)
 		}
-		a.mu.Unlock()
+		start, first := f.start.UnixNano()+int64(f.adm.wait), now
+		if out.TTFT > 0 {
+			first = f.start.UnixNano() + int64(out.TTFT)
+		}
+		cached := out.CacheN
+		if out.CachedUnknown { // not reported (vLLM without prompt token details): teaches no share
+			cached = -1
+		}
+		l.Answered(f.adm.id, f.ticket.Replica.Name, start, first, cached, out.PromptN, now)
 	}
+	a.mu.Unlock()
 	a.kick(f.adm.pool)
 }
 
@@ -312,11 +335,23 @@ func (a *admitter) kick(p *admPool) {
 	a.gauges()
 }
 
-// routed says a request let go from the queue has been charged to the table
-// (or will never be): it no longer counts as pending.
-func (a *admitter) routed(ad admitted) {
-	if a != nil && ad.queued {
+// routed says an admitted request has been charged to the table (ok, on
+// tk) or never will be: it no longer counts as pending, and a routed one
+// enters its pool's work ledger with its estimated prompt less what the
+// pick expected cached there, as the simulator records it
+// (internal/sim/admit.go).
+func (a *admitter) routed(ad admitted, tk *state.Ticket, ok bool) {
+	if a == nil || !ad.on {
+		return
+	}
+	if ad.queued {
 		a.release(ad.pool)
+	}
+	if ok {
+		a.mu.Lock()
+		l := ad.pool.c.Ledger()
+		l.Dispatched(ad.id, tk.Replica.Name, l.Uncached(tk.Replica.Name, tk.EstPrompt, tk.ExpectCached), tk.ExpectCached, time.Now().UnixNano())
+		a.mu.Unlock()
 	}
 }
 

@@ -110,7 +110,7 @@ func (fl *Flight) Route(exclude ...string) error {
 	r, f := fl.r, fl.f
 	t0 := time.Now()
 	tk, d, err := r.route(f, t0.UnixNano(), exclude...)
-	r.adm.routed(f.adm) // admission (admit.go): no longer pending
+	r.adm.routed(f.adm, &tk, err == nil) // admission (admit.go): no longer pending; the work ledger
 	r.decisionObserver(f.pool).Observe(time.Since(t0).Seconds())
 	if err != nil {
 		r.metrics.rejected.WithLabelValues("503").Inc()

@@ -164,7 +164,7 @@ func (r *Router) serveProxied(w http.ResponseWriter, req *http.Request) {
 	t0 := time.Now()
 	f.ticket, f.d, err = r.route(f, t0.UnixNano())
 	if r.adm != nil {
-		r.adm.routed(f.adm) // charged to the table (or refused): no longer pending
+		r.adm.routed(f.adm, &f.ticket, err == nil) // charged to the table (or refused): no longer pending; the work ledger
 	}
 	r.decisionObserver(f.pool).Observe(time.Since(t0).Seconds())
 	if err != nil {

@@ -169,21 +169,57 @@ func (s *sim) service(prompt int) (int64, error) {
 		}
 		a.model = m
 	}
+	if a.c.LedgerService() { // the work ledger's backlog and rates (admission.Ledger.Service)
+		l := a.c.Ledger()
+		return int64(s.tables[0].LoadView(int64(s.now), func(v *policy.View) float64 { return float64(l.Service(v, prompt)) })), nil
+	}
 	prompt = a.cached.New(prompt) // the view has no matches: the pool's recent cached share
 	return int64(s.tables[0].LoadView(int64(s.now), func(v *policy.View) float64 {
 		return float64(policy.ServiceTime(a.model, v, prompt))
 	})), nil
 }
 
+// admRouted records user u's request, just submitted to its replica, in the
+// work ledger, as the router's admitter does once the table charged it:
+// its estimated prompt less what the pick expected cached there.
+func (s *sim) admRouted(u int32) {
+	if s.adm == nil {
+		return
+	}
+	us := &s.users[u]
+	tk := &us.ticket
+	l := s.adm.c.Ledger()
+	l.Dispatched(ledgerID(us), tk.Replica.Name, l.Uncached(tk.Replica.Name, tk.EstPrompt, tk.ExpectCached), tk.ExpectCached, int64(s.now))
+}
+
+// admEnded ends user u's ledger entry, if any (its request failed).
+func (s *sim) admEnded(u int32) {
+	if s.adm != nil {
+		s.adm.c.Ledger().Ended(ledgerID(&s.users[u]), int64(s.now))
+	}
+}
+
+// ledgerID is the ledger's id of a user's request in flight: its
+// conversation and turn (a user slot serves many conversations).
+func ledgerID(us *user) uint64 { return uint64(us.convIdx)<<24 | uint64(us.turn)&(1<<24-1) }
+
 // admAnswered tells admission an answer's counts, as the router's admitter
 // learns them: the flow's budget is corrected, the pool's cached share
-// learns.
+// learns, the work ledger ends the request's entry and learns its
+// replica's prefill throughput (dispatch: sent + the wait in the queue;
+// first token: sent + its TTFT, the answer's end when it had no token).
 func (s *sim) admAnswered(us *user, res *model.Result, at time.Duration) {
 	if s.adm == nil {
 		return
 	}
 	s.adm.c.Budgets().Charge(us.flow, int64(res.CacheN+res.PromptN+res.PredictedN)-us.tokens, int64(at))
 	s.adm.cached.Learn(res.CacheN, res.PromptN)
+	first := us.sent + us.ttft
+	if us.ttft <= 0 {
+		first = at
+	}
+	l := s.adm.c.Ledger()
+	l.Answered(ledgerID(us), us.ticket.Replica.Name, int64(us.sent+us.wait), int64(first), res.CacheN, res.PromptN, int64(at))
 	if us.ttft > 0 { // from dispatch: less the wait in the queue
 		s.adm.c.ObserveService(int64(us.ttft-us.wait), int64(at))
 	}
@@ -191,8 +227,8 @@ func (s *sim) admAnswered(us *user, res *model.Result, at time.Duration) {
 
 // score reads the pool's saturation score from router 0's table at now.
 func (s *sim) score() float64 {
-	st := s.adm.c.Settings()
-	return s.tables[0].LoadView(int64(s.now), func(v *policy.View) float64 { return admission.PoolScore(v, st, 0) })
+	c := s.adm.c
+	return s.tables[0].LoadView(int64(s.now), func(v *policy.View) float64 { return c.Score(v, 0) })
 }
 
 // offer puts user u's request, ready to route, to admission.
@@ -321,6 +357,6 @@ func admConfig(a *Admission) map[string]any {
 		"tenants": a.Tenants, "flood_share": a.FloodShare, "shed_status": a.status(),
 		"min_share": st.MinShare, "band_limits": st.BandLimits, "flow_weights": st.FlowWeights, "tokens_per_minute": st.TokensPerMinute,
 		"service_quantile": st.ServiceQuantile, "token_share": st.TokenShare,
-		"work_share": st.WorkShare, "work_limit": time.Duration(st.WorkLimitNs).String(),
+		"work_share": st.WorkShare, "work_model": st.WorkModel, "work_limit": time.Duration(st.WorkLimitNs).String(),
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/llm-ring/llm-ring/internal/config"
 	"github.com/llm-ring/llm-ring/internal/model"
 	"github.com/llm-ring/llm-ring/internal/record"
+	"github.com/llm-ring/llm-ring/internal/replicaset"
+	"github.com/llm-ring/llm-ring/internal/state"
 	"github.com/llm-ring/llm-ring/internal/traffic"
 )
 
@@ -341,5 +343,69 @@ func TestAdmissionWorkShare(t *testing.T) {
 		if got := newAdmState(sp.Admission, sp.Model).c.Settings().WorkLimitNs; got != c.want {
 			t.Errorf("SLO %v: work limit %d, want %d", c.slo, got, c.want)
 		}
+	}
+}
+
+// TestAdmissionLedger: the simulator feeds admission's work ledger as the
+// router does. A routed request enters it with its estimated prompt less
+// what the pick expected cached on its replica (5,000 − 3,000), and leaves
+// it when it fails; over an open-loop run with the backlog model every
+// routed request leaves it again (answered or failed), the replicas'
+// prefill throughput is learned, and requests wait and are shed.
+func TestAdmissionLedger(t *testing.T) {
+	st := admSettings(8)
+	sp, _ := burstSpec(2, &Admission{Settings: st})
+	s, err := newSim(&sp, &rowsOf{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := s.adm.c.Ledger()
+	us := &s.users[0]
+	us.ticket = state.Ticket{Replica: replicaset.Replica{Name: "llm-0"}, EstPrompt: 5000, ExpectCached: 3000}
+	s.admRouted(0)
+	if in, _ := l.Tokens("llm-0", 0); in != 2000 || !l.Has(ledgerID(us)) {
+		t.Fatalf("routed: %d tokens in flight, want 2000", in)
+	}
+	s.admEnded(0)
+	if in, _ := l.Tokens("llm-0", 0); in != 0 || l.InFlight() != 0 {
+		t.Fatalf("failed: %d tokens, %d entries left", in, l.InFlight())
+	}
+
+	w, err := traffic.LoadWorkload(os.DirFS("."), "low-sharing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := w.Requests(traffic.OpenArrivals(traffic.Stages{Rates: []float64{40}, StageS: 3, Poisson: true}, 3), 3)
+	prof, src, err := WorkloadRun("chat", reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := admission.Defaults()
+	set.Enabled, set.QueueCapacity, set.WorkModel, set.WorkShare = true, 16, admission.WorkBacklog, 0.5
+	sp = Spec{RunID: "l", Policy: "round-robin", Seed: 3, Profile: prof, Replicas: 2, Model: tinyModel(0),
+		Router: DefaultRouter(), Source: src(), Admission: &Admission{Settings: set, SLOTTFT: 2e9, Tenants: 2}}
+	sp.Model.TokenCost = 50 * time.Microsecond // ~100 ms a prompt: 10/s a replica, against 40/s offered
+	var rows rowsOf
+	if s, err = newSim(&sp, &rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.loop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s.finish()
+	l = s.adm.c.Ledger()
+	if l.InFlight() != 0 || l.Rate("llm-0") <= 0 || l.Rate("llm-1") <= 0 {
+		t.Fatalf("after the run: %d entries left, rates %v %v", l.InFlight(), l.Rate("llm-0"), l.Rate("llm-1"))
+	}
+	var shed, waited int
+	for _, r := range byConv(t, rows) {
+		if r.Status == 429 {
+			shed++
+		} else if wait(t, r) > 0 {
+			waited++
+		}
+	}
+	if shed == 0 || waited == 0 || len(rows) != len(reqs) {
+		t.Errorf("%d rows of %d, %d shed, %d waited: the load should make both happen", len(rows), len(reqs), shed, waited)
 	}
 }

@@ -53,6 +53,7 @@ func (s *sim) route(u int32) error {
 		return s.fail(u, 400, err.Error())
 	}
 	s.flights[r] = append(s.flights[r], flight{id, u})
+	s.admRouted(u) // admission's work ledger (admit.go)
 	s.reschedule(ref.group)
 	return nil
 }
@@ -60,6 +61,7 @@ func (s *sim) route(u int32) error {
 // fail records the user's request as failed with status and text, and ends
 // the conversation: without an answer, its next turn cannot be written.
 func (s *sim) fail(u int32, status int, text string) error {
+	s.admEnded(u) // admission's work ledger (admit.go)
 	us := &s.users[u]
 	s.res.Failed++
 	s.count(us, status)
