@@ -38,18 +38,29 @@ func (c *Controller) LimitOf(p int) float64 {
 	return l
 }
 
-// atOnce reports whether a request of band p may skip the queue at score:
-// below its band's limit, with nobody waiting of its band or above, and no
-// lower band due its minimum share.
-func (c *Controller) atOnce(p int, score float64) bool {
+// atOnce reports whether a request of band p and flow fl may skip the
+// queue at score: below its band's limit, with nobody waiting of its band
+// or above, and no lower band due its minimum share. While the flow gate
+// applies (flowgate.go), fl must not be above its share, and the waiting
+// flows of its own band do not hold it back when each of them is.
+func (c *Controller) atOnce(p int, fl string, score float64) bool {
 	if score >= c.LimitOf(p) {
+		return false
+	}
+	gate := c.gated(p, score)
+	if gate && c.over(p, fl) {
 		return false
 	}
 	for _, b := range c.bands {
 		if b.n == 0 {
 			continue
 		}
-		if b.priority >= p || c.shortfall(b) > 0 {
+		switch {
+		case b.priority == p && gate:
+			if !c.allOver(b) {
+				return false
+			}
+		case b.priority >= p || c.shortfall(b) > 0:
 			return false
 		}
 	}

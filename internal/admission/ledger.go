@@ -52,6 +52,9 @@ type Ledger struct {
 	reqs   map[uint64]ledgerEntry
 	byName map[string]int
 	reps   []*repWork // in order of first sight: every sum over them is in this order
+	// The flow gate's in-flight counts (flowgate.go): per tagged flow and band.
+	flows   map[flowKey]*flowCount
+	bandsIn map[int]*bandFlight
 }
 
 type ledgerEntry struct {
@@ -59,6 +62,9 @@ type ledgerEntry struct {
 	seq    uint64 // its prefill's number at its replica
 	tokens int64
 	expect int // the cached tokens the pick expected (Uncached's argument)
+	// class is its band and flow, once tagged (Controller.Flow).
+	class   flowKey
+	classed bool
 }
 
 // repWork is one replica's part of the ledger.
@@ -267,6 +273,7 @@ func (l *Ledger) Ended(id uint64, now int64) bool {
 		return false
 	}
 	delete(l.reqs, id)
+	l.unclass(e)
 	w := l.reps[e.rep]
 	l.settle(w, now)
 	w.finish(e.seq, 0, 0, 0, false)

@@ -220,12 +220,16 @@ func TestPropertyLedger(t *testing.T) {
 		s := on()
 		s.QueueCapacity, s.QueueThreshold, s.WorkLimitNs = 1+rng.IntN(20), 100, int64(rng.IntN(3)+1)*sec/2
 		s.WorkModel = []string{WorkBacklog, WorkInflight}[rng.IntN(2)]
+		if seed%2 == 0 { // the flow gate, from none to always
+			s.FlowGate = float64(rng.IntN(11)) / 10
+		}
 		c := New(s)
 		l := c.Ledger()
 		type flight struct {
 			rep    string
 			tokens int64
 			start  int64
+			key    flowKey
 		}
 		inflight := map[uint64]flight{}
 		var order []uint64 // in flight, in dispatch order
@@ -237,10 +241,12 @@ func TestPropertyLedger(t *testing.T) {
 			ends[id] = how
 		}
 		now, next := int64(0), uint64(0)
-		route := func(id uint64) {
-			f := flight{rep: names[rng.IntN(len(names))], start: now}
+		route := func(it Item) {
+			id := it.ID
+			f := flight{rep: names[rng.IntN(len(names))], start: now, key: flowKey{it.Priority, it.Flow}}
 			f.tokens = l.Uncached(f.rep, 1+rng.IntN(4000), rng.IntN(2)*rng.IntN(3000))
 			l.Dispatched(id, f.rep, f.tokens, 0, now)
+			c.Flow(id, it.Priority, it.Flow)
 			inflight[id] = f
 			order = append(order, id)
 		}
@@ -263,14 +269,14 @@ func TestPropertyLedger(t *testing.T) {
 				switch v.Outcome {
 				case Admitted:
 					end(it.ID, "admitted")
-					route(it.ID)
+					route(it)
 				case Shed:
 					end(it.ID, "shed")
 				}
 			case op < 6:
 				if it, ok := c.DispatchScore(now, c.Score(view(), 0)); ok {
 					end(it.ID, "admitted")
-					route(it.ID)
+					route(it)
 				}
 			case op < 8 && len(order) > 0: // an answer ends
 				k := rng.IntN(len(order))
@@ -287,8 +293,17 @@ func TestPropertyLedger(t *testing.T) {
 				}
 			}
 			sums := map[string]int64{}
+			flows := map[flowKey]int{}
 			for _, id := range order {
 				sums[inflight[id].rep] += inflight[id].tokens
+				flows[inflight[id].key]++
+			}
+			for p := 0; p < 2; p++ {
+				for _, fl := range []string{"a", "b", "c"} {
+					if got := c.FlowInFlight(p, fl); got != flows[flowKey{p, fl}] {
+						t.Fatalf("seed %d: band %d flow %s: %d in flight, want %d", seed, p, fl, got, flows[flowKey{p, fl}])
+					}
+				}
 			}
 			ledgerAgrees(t, seed, c, l, names, now, next, len(order), sums)
 		}

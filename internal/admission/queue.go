@@ -179,7 +179,7 @@ func (c *Controller) OfferScore(it Item, now int64, score float64) (v Verdict, d
 	if it.Deadline > 0 && now+c.service(&it) > it.Deadline {
 		return Verdict{Outcome: Shed, Reason: Deadline}, Item{}, false
 	}
-	if c.atOnce(it.Priority, score) {
+	if c.atOnce(it.Priority, it.Flow, score) {
 		if c.n > 0 { // someone (of a lower band) waits: a share counts
 			c.noteBand(it.Priority)
 		}
@@ -270,11 +270,9 @@ func (c *Controller) DispatchScore(now int64, score float64) (Item, bool) {
 	if b == nil {
 		return Item{}, false
 	}
-	f := b.active[0]
-	for _, g := range b.active[1:] {
-		if g.tag < f.tag || (g.tag == f.tag && g.order < f.order) {
-			f = g
-		}
+	f := c.pick(b, score)
+	if f == nil { // every waiting flow of the band is held by the flow gate
+		return Item{}, false
 	}
 	e := f.items[0]
 	b.vtime = f.tag

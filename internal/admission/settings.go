@@ -94,6 +94,13 @@ type Settings struct {
 	// FlowWeights weights the fair share of a flow within its band; a flow
 	// not listed weighs 1 (all equal: round robin).
 	FlowWeights map[string]float64 `json:"flow_weights"`
+	// FlowGate, in (0, 1], holds back a flow above its fair share of its
+	// band's requests in flight while the pool's score is at least FlowGate
+	// × the band's limit (LimitOf): such a flow waits instead of being
+	// admitted at once, and the queue passes it over, so that the capacity
+	// between the gate and the limit goes to the band's other flows first
+	// (flowgate.go). 0 (the default): off.
+	FlowGate float64 `json:"flow_gate"`
 
 	// Budgets (see budget.go): tokens per minute per flow; 0: no budget.
 	// FlowTokensPerMinute overrides it for named flows.
@@ -154,6 +161,7 @@ func (s *Settings) Validate() error {
 	check(s.ServiceQuantile >= 0 && s.ServiceQuantile < 1, "service_quantile: must be in [0, 1), got %v", s.ServiceQuantile)
 	check(s.MaxWaitNs > 0, "max_wait: must be > 0, got %dns", s.MaxWaitNs)
 	check(s.Order == OrderFCFS || s.Order == OrderEDF, "order: must be %q or %q, got %q", OrderFCFS, OrderEDF, s.Order)
+	check(s.FlowGate >= 0 && s.FlowGate <= 1, "flow_gate: must be in [0, 1], got %v", s.FlowGate)
 	check(s.TokensPerMinute >= 0, "tokens_per_minute: must be ≥ 0, got %d", s.TokensPerMinute)
 	sum := 0.0
 	for _, b := range sortedBands(s.MinShare) {

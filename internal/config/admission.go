@@ -25,6 +25,7 @@ import (
 //	  min_share: {"-10": 0.05}   # a band's guaranteed share of dispatches while it waits
 //	  band_limits: {"0": 0.6}    # pool score at which band 0 (and below) counts as saturated: headroom for the bands above
 //	  flow_weights: {gold: 3}    # x-gateway-inference-fairness-id → weight within its band
+//	  flow_gate: 0               # (0, 1]: above gate × its band's limit, a flow over its fair share of the band's in-flight requests waits; 0: off
 //	  tokens_per_minute: 0       # per flow; 0: no budget
 //	  token_share: 0.45          # token capacity = share × the engine's reported KV pool, unless token_capacity is set
 //	  work_share: 0.5            # saturated when a replica's in-flight work (tokens at its learned prefill rate) exceeds share × default_slo_ttft
@@ -49,6 +50,7 @@ type Admission struct {
 	MinShare            map[string]float64 `json:"min_share" cfg:"optional"`
 	BandLimits          map[string]float64 `json:"band_limits" cfg:"optional"`
 	FlowWeights         map[string]float64 `json:"flow_weights" cfg:"optional"`
+	FlowGate            float64            `json:"flow_gate" cfg:"optional"`
 	TokensPerMinute     int64              `json:"tokens_per_minute" cfg:"optional"`
 	FlowTokensPerMinute map[string]int64   `json:"flow_tokens_per_minute" cfg:"optional"`
 	Objectives          map[string]int     `json:"objectives" cfg:"optional"`
@@ -145,6 +147,7 @@ func (a Admission) Settings() (admission.Settings, error) {
 		s.WorkModel = a.WorkModel
 	}
 	s.TokensPerMinute, s.FlowTokensPerMinute, s.FlowWeights = a.TokensPerMinute, a.FlowTokensPerMinute, a.FlowWeights
+	s.FlowGate = a.FlowGate
 	var err error
 	if s.MinShare, err = byBand("min_share", a.MinShare); err != nil {
 		return s, err

@@ -351,6 +351,7 @@ func (a *admitter) routed(ad admitted, tk *state.Ticket, ok bool) {
 		a.mu.Lock()
 		l := ad.pool.c.Ledger()
 		l.Dispatched(ad.id, tk.Replica.Name, l.Uncached(tk.Replica.Name, tk.EstPrompt, tk.ExpectCached), tk.ExpectCached, time.Now().UnixNano())
+		ad.pool.c.Flow(ad.id, ad.priority, ad.flow) // its flow's count in flight (the flow gate)
 		a.mu.Unlock()
 	}
 }

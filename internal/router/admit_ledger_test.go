@@ -22,11 +22,24 @@ func (a *admitter) ledger(id uint64) (entries int, has bool, tokens int64, rate 
 	return entries, has, tokens, rate
 }
 
+// flowInFlight is the flow gate's count of the default band, flow "" (the default
+// class) in flight over all pools.
+func (a *admitter) flowInFlight() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, p := range a.order {
+		n += p.c.FlowInFlight(a.cfg.DefaultPriority, "")
+	}
+	return n
+}
+
 // TestAdmissionLedgerLive: the router feeds admission's work ledger as
 // the simulator does (internal/sim/admit.go): a request routed to a
 // replica has an entry with its uncached prompt estimate until its answer
 // ends; a queued one has none (never both queued and sent); the answers'
-// timings teach the replica's prefill throughput.
+// timings teach the replica's prefill throughput; the flow gate counts the
+// routed requests of their flow until they end.
 func TestAdmissionLedgerLive(t *testing.T) {
 	h, f := admissionHarness(t)
 	adm := h.rt.adm
@@ -40,6 +53,9 @@ func TestAdmissionLedgerLive(t *testing.T) {
 	if _, _, tokens, _ := adm.ledger(0); tokens <= 0 {
 		t.Fatalf("two requests in flight, %d tokens in the ledger", tokens)
 	}
+	if n := adm.flowInFlight(); n != 2 {
+		t.Fatalf("two requests in flight, the flow counts %d", n)
+	}
 	h.send(bg, &wg, 3, "", out)
 	waitFor(t, "request 3 queued", func() bool { return adm.queued() == 1 })
 	if n, has, _, _ := adm.ledger(3); n != 2 || has {
@@ -48,6 +64,9 @@ func TestAdmissionLedgerLive(t *testing.T) {
 	close(f.hold)
 	wg.Wait()
 	waitFor(t, "the ledger empty", func() bool { n, _, tokens, _ := adm.ledger(0); return n == 0 && tokens == 0 })
+	if n := adm.flowInFlight(); n != 0 {
+		t.Fatalf("nothing in flight, the flow counts %d", n)
+	}
 	for i := 4; i <= 12; i++ { // one at a time: enough answers for a rate
 		h.send(bg, &wg, i, "", out)
 		wg.Wait()

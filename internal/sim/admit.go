@@ -190,6 +190,7 @@ func (s *sim) admRouted(u int32) {
 	tk := &us.ticket
 	l := s.adm.c.Ledger()
 	l.Dispatched(ledgerID(us), tk.Replica.Name, l.Uncached(tk.Replica.Name, tk.EstPrompt, tk.ExpectCached), tk.ExpectCached, int64(s.now))
+	s.adm.c.Flow(ledgerID(us), us.prio, us.flow) // its flow's count in flight (the flow gate)
 }
 
 // admEnded ends user u's ledger entry, if any (its request failed).
@@ -358,5 +359,6 @@ func admConfig(a *Admission) map[string]any {
 		"min_share": st.MinShare, "band_limits": st.BandLimits, "flow_weights": st.FlowWeights, "tokens_per_minute": st.TokensPerMinute,
 		"service_quantile": st.ServiceQuantile, "token_share": st.TokenShare,
 		"work_share": st.WorkShare, "work_model": st.WorkModel, "work_limit": time.Duration(st.WorkLimitNs).String(),
+		"flow_gate": st.FlowGate,
 	}
 }

@@ -409,3 +409,51 @@ func TestAdmissionLedger(t *testing.T) {
 		t.Errorf("%d rows of %d, %d shed, %d waited: the load should make both happen", len(rows), len(reqs), shed, waited)
 	}
 }
+
+// TestAdmissionFlowGate: the simulator tags each routed request with its
+// band and flow (the flow gate's counts): one in flight while routed, none
+// after a gated open-loop run over capacity, which still waits and sheds.
+func TestAdmissionFlowGate(t *testing.T) {
+	w, err := traffic.LoadWorkload(os.DirFS("."), "low-sharing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := w.Requests(traffic.OpenArrivals(traffic.Stages{Rates: []float64{40}, StageS: 3, Poisson: true}, 3), 3)
+	prof, src, err := WorkloadRun("chat", reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := admission.Defaults()
+	set.Enabled, set.QueueCapacity, set.WorkModel, set.WorkShare, set.FlowGate = true, 16, admission.WorkBacklog, 0.5, 0.8
+	sp := Spec{RunID: "g", Policy: "round-robin", Seed: 3, Profile: prof, Replicas: 2, Model: tinyModel(0),
+		Router: DefaultRouter(), Source: src(), Admission: &Admission{Settings: set, SLOTTFT: 2e9, Tenants: 3, FloodShare: 0.5}}
+	sp.Model.TokenCost = 50 * time.Microsecond
+	var rows rowsOf
+	s, err := newSim(&sp, &rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	us := &s.users[0]
+	us.prio, us.flow = 0, "t1"
+	us.ticket = state.Ticket{Replica: replicaset.Replica{Name: "llm-0"}, EstPrompt: 100}
+	s.admRouted(0)
+	if n := s.adm.c.FlowInFlight(0, "t1"); n != 1 {
+		t.Fatalf("routed: flow t1 counts %d, want 1", n)
+	}
+	s.admEnded(0)
+	if n := s.adm.c.FlowInFlight(0, "t1"); n != 0 {
+		t.Fatalf("ended: flow t1 counts %d, want 0", n)
+	}
+	if err := s.loop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s.finish()
+	for _, fl := range []string{"t0", "t1", "t2"} {
+		if n := s.adm.c.FlowInFlight(0, fl); n != 0 || s.adm.c.Ledger().InFlight() != 0 {
+			t.Fatalf("after the run: flow %s counts %d, %d ledger entries", fl, n, s.adm.c.Ledger().InFlight())
+		}
+	}
+	if s.adm.waited == 0 || len(rows) != len(reqs) {
+		t.Errorf("%d rows of %d, %d waited: the load should make requests wait", len(rows), len(reqs), s.adm.waited)
+	}
+}

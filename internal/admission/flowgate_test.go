@@ -1,0 +1,162 @@
+package admission
+
+import "testing"
+
+// gateRig drives a controller as the drivers do: an admitted request is
+// routed (a ledger entry tagged with its band and flow); names give ids.
+type gateRig struct {
+	t    *testing.T
+	c    *Controller
+	ids  map[string]uint64
+	name map[uint64]string
+	now  int64
+}
+
+func newGateRig(t *testing.T, gate float64, weights map[string]float64) *gateRig {
+	s := on()
+	s.FlowGate, s.QueueCapacity, s.FlowWeights = gate, 10, weights
+	return &gateRig{t: t, c: New(s), ids: map[string]uint64{}, name: map[uint64]string{}}
+}
+
+// offer offers request n (its flow is n's first letter) at score and
+// checks the outcome.
+func (g *gateRig) offer(n string, score float64, want Outcome) {
+	g.t.Helper()
+	g.now += ms
+	id := uint64(len(g.ids) + 1)
+	g.ids[n], g.name[id] = id, n
+	it := Item{ID: id, Flow: n[:1], Arrived: g.now}
+	v, _, _ := g.c.OfferScore(it, g.now, score)
+	if v.Outcome != want {
+		g.t.Fatalf("%s at score %v: outcome %d, want %d", n, score, v.Outcome, want)
+	}
+	if v.Outcome == Admitted {
+		g.route(it)
+	}
+}
+
+func (g *gateRig) route(it Item) {
+	g.c.Ledger().Dispatched(it.ID, "r", 100, 0, g.now)
+	g.c.Flow(it.ID, it.Priority, it.Flow)
+}
+
+// dispatch dispatches at score until the controller says no and checks
+// the order.
+func (g *gateRig) dispatch(score float64, want ...string) {
+	g.t.Helper()
+	var got []string
+	for {
+		it, ok := g.c.DispatchScore(g.now, score)
+		if !ok {
+			break
+		}
+		got = append(got, g.name[it.ID])
+		g.route(it)
+	}
+	if len(got) != len(want) {
+		g.t.Fatalf("dispatch at %v: %v, want %v", score, got, want)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			g.t.Fatalf("dispatch at %v: %v, want %v", score, got, want)
+		}
+	}
+}
+
+func (g *gateRig) end(n string) { g.c.Ledger().Ended(g.ids[n], g.now) }
+
+func (g *gateRig) inFlight(want map[string]int) {
+	g.t.Helper()
+	for fl, n := range want {
+		if got := g.c.FlowInFlight(0, fl); got != n {
+			g.t.Fatalf("flow %s: %d in flight, want %d", fl, got, n)
+		}
+	}
+}
+
+// TestFlowGate: a flooder f and two light flows a, b in one band, gate
+// 0.5 of limit 1. By hand (n: in flight per flow, N the band's, W the
+// active flows' weights; over ⇔ n_f·W > N):
+func TestFlowGate(t *testing.T) {
+	g := newGateRig(t, 0.5, nil)
+	// Below the gate (score 0.2 < 0.5) every request goes at once.
+	g.offer("f1", 0.2, Admitted)
+	g.offer("f2", 0.2, Admitted)
+	g.offer("f3", 0.2, Admitted)
+	// At 0.6 the gate applies. a has nothing in flight: at once (f 3, a 1).
+	g.offer("a1", 0.6, Admitted)
+	// f: 3·W(f, a = 2) = 6 > N = 4: over, it waits.
+	g.offer("f4", 0.6, Queued)
+	// b is not over, and the one waiting flow (f: 3·2 > 4) is: b goes at
+	// once past f's waiting request (f 3, a 1, b 1).
+	g.offer("b1", 0.6, Admitted)
+	// a: 1·3 = 3 ≤ 5; f still over (9 > 5): at once (f 3, a 2, b 1).
+	g.offer("a2", 0.6, Admitted)
+	// f waits while over (3·3 = 9 > 6): the queue passes it over.
+	g.dispatch(0.6)
+	g.inFlight(map[string]int{"f": 3, "a": 2, "b": 1})
+	// Two of f's answers end (f 1, a 2, b 1; N 4): 1·3 ≤ 4, f4 goes.
+	g.end("f1")
+	g.end("f2")
+	g.dispatch(0.6, "f4")
+	// f 2, a 2, b 1 (N 5): f 6 > 5 and a 6 > 5 wait; b 3 ≤ 5 goes at once.
+	g.offer("f5", 0.6, Queued)
+	g.offer("a3", 0.6, Queued)
+	g.offer("b2", 0.6, Admitted)
+	// f 2, a 2, b 2 (N 6): neither is over (6 ≤ 6). Fair order: a's tag
+	// (0, newly active) is below f's (1, after f4): a3, then f5 (f: 6 ≤ 7).
+	g.dispatch(0.9, "a3", "f5")
+	g.inFlight(map[string]int{"f": 3, "a": 3, "b": 2})
+	// At the limit nobody goes at once, under its share or not.
+	g.offer("b3", 1.0, Queued)
+	g.dispatch(1.0)
+	g.dispatch(0.6, "b3") // b: 2·3 = 6 ≤ 8
+	for _, n := range []string{"f3", "f4", "f5", "a1", "a2", "a3", "b1", "b2", "b3"} {
+		g.end(n)
+	}
+	g.inFlight(map[string]int{"f": 0, "a": 0, "b": 0})
+	if g.c.Ledger().flows[flowKey{0, "f"}] != nil || len(g.c.Ledger().bandsIn) != 0 {
+		t.Fatalf("counts left after every request ended: %v %v", g.c.Ledger().flows, g.c.Ledger().bandsIn)
+	}
+}
+
+// TestFlowGateOff: without the gate the flooder's f4 goes at once, as before.
+func TestFlowGateOff(t *testing.T) {
+	g := newGateRig(t, 0, nil)
+	for _, n := range []string{"f1", "f2", "f3", "a1", "f4", "b1"} {
+		g.offer(n, 0.6, Admitted)
+	}
+	g.inFlight(map[string]int{"f": 4, "a": 1, "b": 1})
+}
+
+// TestFlowGateWeights: f weighs 3, a 1: f's share is 3/4 of the band's in
+// flight. f 3, a 1 (N 4, W 4): 3·4 = 12 ≤ 4·3, f4 goes; then f 4, a 1
+// (N 5): 16 > 15, f5 waits.
+func TestFlowGateWeights(t *testing.T) {
+	g := newGateRig(t, 0.5, map[string]float64{"f": 3})
+	for _, n := range []string{"f1", "f2", "f3", "a1", "f4"} {
+		g.offer(n, 0.6, Admitted)
+	}
+	g.offer("f5", 0.6, Queued)
+	g.offer("a2", 0.6, Admitted) // a: 1·4 ≤ 5
+}
+
+// TestFlowUntagged: Flow without a ledger entry, or twice, counts nothing
+// more; an entry ended by a reused id releases its count.
+func TestFlowUntagged(t *testing.T) {
+	c := New(on())
+	c.Flow(1, 0, "a")
+	if c.FlowInFlight(0, "a") != 0 {
+		t.Fatal("counted without an entry")
+	}
+	c.Ledger().Dispatched(1, "r", 10, 0, 0)
+	c.Flow(1, 0, "a")
+	c.Flow(1, 0, "a")
+	if c.FlowInFlight(0, "a") != 1 {
+		t.Fatalf("%d in flight, want 1", c.FlowInFlight(0, "a"))
+	}
+	c.Ledger().Dispatched(1, "r", 10, 0, 0) // the id reused: the old entry ends
+	if c.FlowInFlight(0, "a") != 0 {
+		t.Fatalf("%d in flight after the reuse, want 0", c.FlowInFlight(0, "a"))
+	}
+}
