@@ -70,12 +70,8 @@ func promptKey(toks []Token, blocks []uint64) uint64 {
 // commonPrefix returns the length of the common prefix of a and b.
 func commonPrefix(a, b []Token) int {
 	n := min(len(a), len(b))
-	a, b = a[:n], b[:n]
-	i := 0
-	for ; i+16 <= n && *(*[16]Token)(a[i : i+16]) == *(*[16]Token)(b[i : i+16]); i += 16 {
-		// sixteen tokens (64 bytes) compared at once while they agree
-	}
-	for ; i < n; i++ {
+	b = b[:n]
+	for i := 0; i < n; i++ {
 		if a[i] != b[i] {
 			return i
 		}
