@@ -223,7 +223,7 @@ func checkCacheIndex(t *testing.T, s *Server, step int) {
 		if !slices.Equal(e.blocks, chainHashes(nil, e.toks)) {
 			t.Fatalf("step %d: entry %d's hashes are not those of its tokens", step, k)
 		}
-		if !sameKey(s.keys[k], keyOf(&e.seq)) {
+		if s.keys[k] != keyOf(&e.seq) {
 			t.Fatalf("step %d: entry %d's key %+v, its content says %+v", step, k, s.keys[k], keyOf(&e.seq))
 		}
 		for _, h := range e.blocks {
@@ -262,12 +262,4 @@ func TestSaveRefreshKeepsTheIndex(t *testing.T) {
 	if st := s.Stats(); st.CacheSaves != 2 || len(s.cache) != 2 || len(s.cache[1].toks) != 1000 {
 		t.Fatalf("saves %d, entries %d: want A saved, then B, and A refreshed (the newest) instead of a[:200] saved", st.CacheSaves, len(s.cache))
 	}
-}
-
-// sameKey: two keys say the same, their hashes the same slice (a key reads
-// its entry's hashes where the entry holds them, so a key left over from
-// an entry's earlier content would fail it).
-func sameKey(a, b cacheKey) bool {
-	return a.n == b.n && a.nb == b.nb && a.last == b.last && len(a.blocks) == len(b.blocks) &&
-		(len(a.blocks) == 0 || &a.blocks[0] == &b.blocks[0])
 }

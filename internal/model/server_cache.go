@@ -70,14 +70,10 @@ func heldElsewhere(x *prefixIndex, blocks []uint64) bool {
 
 // cacheKey is what the RAM cache's scans read of an entry first, kept in
 // Server.keys in the cache's order (one dense array): its length in
-// tokens and in full blocks, its last block hash (0: none), and its block
-// hashes themselves (the entry's slice, which does not change while the
-// entry is cached), so that a scan reads a hash without going through the
-// entry.
+// tokens and in full blocks, and its last block hash (0: none).
 type cacheKey struct {
-	n, nb  int32
-	last   uint64
-	blocks []uint64
+	n, nb int32
+	last  uint64
 }
 
 // mayExtend is false when q cannot be a prefix of the entry: it is longer.
@@ -90,7 +86,7 @@ func (k cacheKey) mayPrefix(q *seq) bool {
 }
 
 func keyOf(q *seq) cacheKey {
-	k := cacheKey{n: int32(len(q.toks)), nb: int32(len(q.blocks)), blocks: q.blocks}
+	k := cacheKey{n: int32(len(q.toks)), nb: int32(len(q.blocks))}
 	if k.nb > 0 {
 		k.last = q.blocks[k.nb-1]
 	}
@@ -106,7 +102,6 @@ func (s *Server) dropEntry(i int) {
 	s.cache[len(s.cache)-1] = nil
 	s.cache = s.cache[:len(s.cache)-1]
 	copy(s.keys[i:], s.keys[i+1:])
-	s.keys[len(s.keys)-1] = cacheKey{}
 	s.keys = s.keys[:len(s.keys)-1]
 }
 

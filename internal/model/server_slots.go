@@ -200,7 +200,7 @@ func (s *Server) candidateEntry(i int, blocks []uint64, d int) bool {
 	case int(k.nb) == d:
 		return k.last == blocks[d-1]
 	}
-	return k.blocks[d-1] == blocks[d-1]
+	return s.cache[i].blocks[d-1] == blocks[d-1]
 }
 
 func candidate(q *seq, blocks []uint64, d int) bool {
