@@ -112,7 +112,7 @@ func (c *CacheAware) Pick(req *Request, v *View, d *Decision) {
 	t.begin("cache-aware", req, v)
 	t.Explain = explainCacheAware
 	d.Charge = wholeCost(req)
-	lo, hi := int64(-1), int64(-1)
+	lo, hi, least := int64(-1), int64(-1), -1 // least: v.leastRequests(), found in the same pass
 	bestMatch, bestAt, nBest := 0, -1, 0
 	for r := range v.Rows {
 		row := &v.Rows[r]
@@ -124,7 +124,7 @@ func (c *CacheAware) Pick(req *Request, v *View, d *Decision) {
 		}
 		l := row.Load.Requests
 		if lo < 0 || l < lo {
-			lo = l
+			lo, least = l, r
 		}
 		if l > hi {
 			hi = l
@@ -143,7 +143,7 @@ func (c *CacheAware) Pick(req *Request, v *View, d *Decision) {
 	t.setVal(caThreshold, c.CacheThreshold)
 	t.setVal(caRel, c.BalanceRelThreshold)
 	if hi-lo > c.BalanceAbsThreshold && float64(hi) > float64(lo)*c.BalanceRelThreshold {
-		d.Replica, d.Reason = v.leastRequests(), CacheImbalanced
+		d.Replica, d.Reason = least, CacheImbalanced
 		return
 	}
 	rate := 0.0
@@ -158,7 +158,7 @@ func (c *CacheAware) Pick(req *Request, v *View, d *Decision) {
 		}
 		return
 	}
-	d.Replica, d.Reason = v.leastRequests(), CacheLowMatch
+	d.Replica, d.Reason = least, CacheLowMatch
 }
 
 func explainCacheAware(d *Decision, b []byte) []byte {

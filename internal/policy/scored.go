@@ -115,20 +115,13 @@ func (s *Scored) Pick(req *Request, v *View, d *Decision) {
 	t.begin("scored", req, v)
 	t.Explain = explainScored
 	d.Charge = wholeCost(req)
-	reported, kvKnown := true, true
-	for r := range v.Rows {
-		if !v.Excluded(r) {
-			reported = reported && v.Rows[r].Reported.HasQueue
-			kvKnown = kvKnown && v.Rows[r].Reported.HasKV
-		}
-	}
+	reported, kvKnown, lo, hi := queueRange(v)
 	queue := func(r int) float64 {
 		if reported {
 			return v.Rows[r].Reported.Waiting
 		}
 		return float64(v.Rows[r].Load.Requests)
 	}
-	lo, hi := queueRange(v, queue)
 	score := func(r int) (qs, ks, ps, total float64) {
 		qs = 1
 		if hi > lo {
@@ -205,21 +198,39 @@ func explainScored(d *Decision, b []byte) []byte {
 	return w.s("\n  top score ").f(t.Val(scTop), 3).s(" → ").name(t, d.Replica)
 }
 
-// queueRange returns the least and the longest queue among the candidates.
-func queueRange(v *View, queue func(r int) float64) (lo, hi float64) {
+// queueRange is the first pass of a scored pick over the candidates:
+// whether they all report their queue (reported) and their KV use
+// (kvKnown), and the least and the longest queue, the reported waiting
+// requests if all report it, else the router's requests in flight. Both
+// ranges are taken in the one pass.
+func queueRange(v *View) (reported, kvKnown bool, lo, hi float64) {
+	reported, kvKnown = true, true
+	var loW, hiW, loR, hiR float64
 	first := true
 	for r := range v.Rows {
 		if v.Excluded(r) {
 			continue
 		}
-		q := queue(r)
-		if first || q < lo {
-			lo = q
+		row := &v.Rows[r]
+		reported = reported && row.Reported.HasQueue
+		kvKnown = kvKnown && row.Reported.HasKV
+		w, q := row.Reported.Waiting, float64(row.Load.Requests)
+		if first || w < loW {
+			loW = w
 		}
-		if first || q > hi {
-			hi = q
+		if first || w > hiW {
+			hiW = w
+		}
+		if first || q < loR {
+			loR = q
+		}
+		if first || q > hiR {
+			hiR = q
 		}
 		first = false
 	}
-	return lo, hi
+	if reported {
+		return true, kvKnown, loW, hiW
+	}
+	return false, kvKnown, loR, hiR
 }

@@ -24,7 +24,8 @@ type candList struct {
 	fast    uint64   // candidates in slots 0..63
 	wide    []uint64 // candidates in slots >= 64, a wideHolders mask
 	anyWide bool
-	valid   bool // built, and kept in step with the slots
+	valid   bool   // built, and kept in step with the slots
+	name    uint64 // the caller's name for the list (MatchListSalted), 0: none
 	// tailLow is at most the tail time (Index.tailAt) of every slot in
 	// the list: where it is not below a Match's cutoff, no candidate has
 	// an expired block, and Match skips the pass over them. syncTail,
@@ -34,12 +35,15 @@ type candList struct {
 }
 
 // listFor returns the candidate list for replicas, rebuilt unless it is
-// the kept one.
-func (ix *Index) listFor(replicas []uint32) *candList {
+// the kept one: the one kept under the same nonzero name (the caller's
+// promise that it is the same list), or equal to it.
+func (ix *Index) listFor(replicas []uint32, name uint64) *candList {
 	l := &ix.list
-	if l.valid && slices.Equal(l.ids, replicas) {
+	if l.valid && (name != 0 && name == l.name || slices.Equal(l.ids, replicas)) {
+		l.name = name
 		return l
 	}
+	l.name = name
 	for _, id := range l.ids {
 		if int(id) < len(l.pos) {
 			l.pos[id] = 0

@@ -71,3 +71,55 @@ func TestKeptListSkipsExpiryOnlyWhenNothingExpired(t *testing.T) {
 		t.Fatalf("the expiry pass was skipped %d times: the test no longer exercises the bound", skipped)
 	}
 }
+
+// TestNamedListIsTheComparedList: an Index matched with named lists (two
+// lists of 120 replicas, numbered as a router numbers its replica sets,
+// alternating, and now and then an unnamed one) and a twin matched with the
+// same lists unnamed (compared with the kept one at every call) say the
+// same at every step while replicas come and go (their slots move).
+func TestNamedListIsTheComparedList(t *testing.T) {
+	cfg := Config{BlockChars: 4, CharsPerToken: 1, CapacityTokens: 4 * 20, TTL: 50}
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := New(cfg)
+	rng := rand.New(rand.NewPCG(5, 6))
+	lists := [2][]uint32{make([]uint32, 120), make([]uint32, 120)}
+	for i := range 120 {
+		lists[0][i], lists[1][i] = uint32(i), uint32(i+30)
+	}
+	got, want := make([]int32, 120), make([]int32, 120)
+	now, named := int64(0), 0
+	for step := range 3000 {
+		p := make([]uint64, 1+rng.IntN(8))
+		for i := range p {
+			p[i] = uint64(rng.IntN(40))
+		}
+		id := uint32(rng.IntN(150))
+		if rng.IntN(25) == 0 {
+			a.Forget(id)
+			b.Forget(id)
+		} else {
+			a.Insert(id, p, now)
+			b.Insert(id, p, now)
+		}
+		now += int64(rng.IntN(3))
+		k := step / 7 % 2
+		name := uint64(k + 1)
+		if rng.IntN(10) == 0 {
+			name = 0
+		}
+		if a.list.valid && name != 0 && a.list.name == name {
+			named++
+		}
+		a.MatchListSalted(p, 0, now, lists[k], name, got)
+		b.MatchSalted(p, 0, now, lists[k], want)
+		if !slices.Equal(got, want) {
+			t.Fatalf("step %d: list %d named %d matched %v, compared %v", step, k, name, got, want)
+		}
+	}
+	if named < 1000 {
+		t.Fatalf("the name spared the comparison %d times: the test no longer exercises it", named)
+	}
+}

@@ -31,6 +31,14 @@ func (ix *Index) Match(blocks []uint64, now int64, replicas []uint32, out []int3
 // so what was cached for another adapter or the base model does not match.
 // blocks is not modified; it allocates nothing.
 func (ix *Index) MatchSalted(blocks []uint64, salt uint64, now int64, replicas []uint32, out []int32) {
+	ix.MatchListSalted(blocks, salt, now, replicas, 0, out)
+}
+
+// MatchListSalted is MatchSalted with a name for the candidate list: list,
+// when not 0, is the caller's promise that every call with the same list
+// passes the same replicas (a router numbers its replica sets), so that
+// Match need not compare a long list with the one it kept (list.go).
+func (ix *Index) MatchListSalted(blocks []uint64, salt uint64, now int64, replicas []uint32, list uint64, out []int32) {
 	if len(out) < len(replicas) {
 		panic("prefix: Index.Match: out is shorter than replicas")
 	}
@@ -45,7 +53,7 @@ func (ix *Index) MatchSalted(blocks []uint64, salt uint64, now int64, replicas [
 	}
 	wide := ix.wide.begin(len(ix.reps))
 	if len(replicas) >= listMin {
-		ix.matchList(blocks, salt, now, cutoff, replicas, out)
+		ix.matchList(blocks, salt, now, cutoff, replicas, list, out)
 		return
 	}
 	var fast uint64 // candidates in slots 0..63
@@ -94,8 +102,8 @@ func slotDepth(s int32, depth *[64]int32, wide []int32) int32 {
 // matchList is MatchSalted for a long candidate list (list.go): the
 // candidates' slots and bitsets come from the list kept for the last one
 // passed, so a candidate costs reads of dense arrays, not a lookup.
-func (ix *Index) matchList(blocks []uint64, salt uint64, now, cutoff int64, replicas []uint32, out []int32) {
-	l := ix.listFor(replicas)
+func (ix *Index) matchList(blocks []uint64, salt uint64, now, cutoff int64, replicas []uint32, list uint64, out []int32) {
+	l := ix.listFor(replicas, list)
 	if ix.cfg.TTL > 0 && l.tailLow < cutoff {
 		low := int64(math.MaxInt64)
 		for _, s := range l.slots {

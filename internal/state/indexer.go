@@ -38,8 +38,13 @@ type indexer interface {
 type matches struct {
 	rows    []policy.Row
 	ids     []uint32 // ids[i]: interned id of row i
+	list    uint64   // names ids: the same number, the same ids (snapshot.n)
 	index   []int32  // index[id]: row of interned id, -1 when not in the set
 	touched []int32
+	// every: a lookup raised rows without recording them in touched
+	// (raiseEach: nearly every row, when every replica holds a shared
+	// system prompt); clear then zeroes every row's Match.
+	every bool
 }
 
 // raise raises row i's Match to tokens.
@@ -63,10 +68,33 @@ func (m *matches) raiseID(id uint32, tokens int) {
 	}
 }
 
+// raiseEach raises each row i's Match to tok[depth[i]] (depth: a prefix
+// Match result, one per row; tok: tokens by matched blocks). It is raise
+// for every row with depth[i] > 0, in one pass without touched: clear
+// zeroes every row instead.
+func (m *matches) raiseEach(depth []int32, tok []int) {
+	rows := m.rows[:len(depth)]
+	for i, n := range depth {
+		if n > 0 {
+			if t := tok[n]; t > rows[i].Match {
+				rows[i].Match = t
+			}
+		}
+	}
+	m.every = true
+}
+
 // clear zeroes every raised Match.
 func (m *matches) clear() {
-	for _, i := range m.touched {
-		m.rows[i].Match = 0
+	if m.every {
+		for i := range m.rows {
+			m.rows[i].Match = 0
+		}
+		m.every = false
+	} else {
+		for _, i := range m.touched {
+			m.rows[i].Match = 0
+		}
 	}
 	m.touched = m.touched[:0]
 }

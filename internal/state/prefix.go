@@ -22,6 +22,9 @@ type prefixIndexer struct {
 	ix  *prefix.Index
 	cfg prefix.Config
 	out []int32 // scratch for Match, grown to the replica count
+	// tok[n] is cfg.Tokens(n), the tokens of n matched blocks, for n up
+	// to the longest prompt seen: a Match result converts by a read.
+	tok []int
 }
 
 var _ indexer = (*prefixIndexer)(nil)
@@ -47,12 +50,16 @@ func (p *prefixIndexer) lookup(q *query, m *matches, now int64) {
 		p.out = make([]int32, len(ids))
 	}
 	out := p.out[:len(ids)]
-	p.ix.MatchSalted(q.Blocks, q.Salt, now, ids, out)
-	for i, n := range out {
-		if n > 0 {
-			m.raise(i, int(p.cfg.Tokens(n)))
-		}
+	p.ix.MatchListSalted(q.Blocks, q.Salt, now, ids, m.list, out)
+	m.raiseEach(out, p.tokens(len(q.Blocks)))
+}
+
+// tokens returns the table of cfg.Tokens(n) for n ≤ blocks.
+func (p *prefixIndexer) tokens(blocks int) []int {
+	for n := len(p.tok); n <= blocks; n++ {
+		p.tok = append(p.tok, int(p.cfg.Tokens(int32(n))))
 	}
+	return p.tok
 }
 
 // routed implements indexer: optimistic insert of the prompt's blocks on the

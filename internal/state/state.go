@@ -54,6 +54,7 @@ type snapshot struct {
 	replicas []replicaset.Replica // sorted by name
 	names    []string
 	ids      []uint32 // interned id of each replica
+	n        uint64   // this table's number for the set (1, 2, …; 0: the empty first one)
 	ring     *ring.Ring
 	share    []float64
 }
@@ -91,6 +92,7 @@ type Table struct {
 	query query
 	tk    Ticket
 	seq   uint64
+	snaps uint64 // snapshots made: the last one's n
 	mem   *memory
 	px    *prefixIndexer // the prefix index, or nil
 	// peers are the other router instances (nil: this one alone);
@@ -223,6 +225,8 @@ func (t *Table) SetReplicas(rs []replicaset.Replica) bool {
 			t.forgetAdapters(id)
 		}
 	}
+	t.snaps++
+	s.n = t.snaps
 	t.snap, t.rows = s, rows
 	t.total = policy.Load{}
 	for _, r := range rows {

@@ -39,7 +39,7 @@ func (t *Table) lookup(in Input, readsMatch bool, now int64) (*policy.Request, *
 	salt := prefix.Salt(in.Adapter) // 0 for the base model: its keys as they are
 	*q = query{Key: in.Hash ^ salt, Salt: salt, Blocks: in.Blocks, Chars: in.Chars}
 	m := &t.match
-	m.rows, m.ids, m.index = t.rows, s.ids, t.index
+	m.rows, m.ids, m.index, m.list = t.rows, s.ids, t.index, s.n
 	for i, ix := range t.idx {
 		if i > 0 && !readsMatch {
 			break
