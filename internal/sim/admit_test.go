@@ -371,20 +371,9 @@ func TestAdmissionLedger(t *testing.T) {
 		t.Fatalf("failed: %d tokens, %d entries left", in, l.InFlight())
 	}
 
-	w, err := traffic.LoadWorkload(os.DirFS("."), "low-sharing")
-	if err != nil {
-		t.Fatal(err)
-	}
-	reqs := w.Requests(traffic.OpenArrivals(traffic.Stages{Rates: []float64{40}, StageS: 3, Poisson: true}, 3), 3)
-	prof, src, err := WorkloadRun("chat", reqs)
-	if err != nil {
-		t.Fatal(err)
-	}
 	set := admission.Defaults()
 	set.Enabled, set.QueueCapacity, set.WorkModel, set.WorkShare = true, 16, admission.WorkBacklog, 0.5
-	sp = Spec{RunID: "l", Policy: "round-robin", Seed: 3, Profile: prof, Replicas: 2, Model: tinyModel(0),
-		Router: DefaultRouter(), Source: src(), Admission: &Admission{Settings: set, SLOTTFT: 2e9, Tenants: 2}}
-	sp.Model.TokenCost = 50 * time.Microsecond // ~100 ms a prompt: 10/s a replica, against 40/s offered
+	sp, reqs := overCapacity(t, "l", &Admission{Settings: set, SLOTTFT: 2e9, Tenants: 2})
 	var rows rowsOf
 	if s, err = newSim(&sp, &rows); err != nil {
 		t.Fatal(err)
@@ -414,20 +403,9 @@ func TestAdmissionLedger(t *testing.T) {
 // band and flow (the flow gate's counts): one in flight while routed, none
 // after a gated open-loop run over capacity, which still waits and sheds.
 func TestAdmissionFlowGate(t *testing.T) {
-	w, err := traffic.LoadWorkload(os.DirFS("."), "low-sharing")
-	if err != nil {
-		t.Fatal(err)
-	}
-	reqs := w.Requests(traffic.OpenArrivals(traffic.Stages{Rates: []float64{40}, StageS: 3, Poisson: true}, 3), 3)
-	prof, src, err := WorkloadRun("chat", reqs)
-	if err != nil {
-		t.Fatal(err)
-	}
 	set := admission.Defaults()
 	set.Enabled, set.QueueCapacity, set.WorkModel, set.WorkShare, set.FlowGate = true, 16, admission.WorkBacklog, 0.5, 0.8
-	sp := Spec{RunID: "g", Policy: "round-robin", Seed: 3, Profile: prof, Replicas: 2, Model: tinyModel(0),
-		Router: DefaultRouter(), Source: src(), Admission: &Admission{Settings: set, SLOTTFT: 2e9, Tenants: 3, FloodShare: 0.5}}
-	sp.Model.TokenCost = 50 * time.Microsecond
+	sp, reqs := overCapacity(t, "g", &Admission{Settings: set, SLOTTFT: 2e9, Tenants: 3, FloodShare: 0.5})
 	var rows rowsOf
 	s, err := newSim(&sp, &rows)
 	if err != nil {
@@ -456,4 +434,24 @@ func TestAdmissionFlowGate(t *testing.T) {
 	if s.adm.waited == 0 || len(rows) != len(reqs) {
 		t.Errorf("%d rows of %d, %d waited: the load should make requests wait", len(rows), len(reqs), s.adm.waited)
 	}
+}
+
+// overCapacity is an open-loop run of the low-sharing workload at 40/s
+// (Poisson, 3 s, seed 3) on two tiny replicas of ~100 ms a prompt (10/s
+// each) under adm, and the requests it sends.
+func overCapacity(t *testing.T, id string, adm *Admission) (Spec, []traffic.WorkloadRequest) {
+	t.Helper()
+	w, err := traffic.LoadWorkload(os.DirFS("."), "low-sharing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := w.Requests(traffic.OpenArrivals(traffic.Stages{Rates: []float64{40}, StageS: 3, Poisson: true}, 3), 3)
+	prof, src, err := WorkloadRun("chat", reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := Spec{RunID: id, Policy: "round-robin", Seed: 3, Profile: prof, Replicas: 2, Model: tinyModel(0),
+		Router: DefaultRouter(), Source: src(), Admission: adm}
+	sp.Model.TokenCost = 50 * time.Microsecond // ~100 ms a prompt: 10/s a replica, against 40/s offered
+	return sp, reqs
 }
