@@ -28,7 +28,8 @@ import (
 )
 
 // Transport is an HTTP/1.1 round tripper for plain-http URLs. Its zero
-// value is not usable: set Fallback (and the limits) before first use.
+// value works (no timeouts, http.DefaultTransport as the fallback); set
+// the limits and Fallback before first use.
 type Transport struct {
 	// Dial opens a connection (nil: a net.Dialer with DialTimeout).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -43,7 +44,7 @@ type Transport struct {
 	// (0: DefaultMaxIdlePerHost).
 	MaxIdlePerHost int
 	// Fallback carries what this transport does not: https and other
-	// schemes, upgrades, bodies of unknown length.
+	// schemes, upgrades, bodies of unknown length (nil: http.DefaultTransport).
 	Fallback http.RoundTripper
 
 	mu    sync.Mutex
@@ -60,6 +61,9 @@ var errBodyLength = errors.New("h1: request body shorter than its ContentLength"
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !t.handles(req) {
+		if t.Fallback == nil {
+			return http.DefaultTransport.RoundTrip(req)
+		}
 		return t.Fallback.RoundTrip(req)
 	}
 	key := hostPort(req)

@@ -581,3 +581,22 @@ func TestSweepClosesOtherHosts(t *testing.T) {
 		t.Error("the swept host is still in the pool")
 	}
 }
+
+// TestZeroValue: a zero Transport carries plain http itself and the rest
+// through http.DefaultTransport.
+func TestZeroValue(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer srv.Close()
+	var tr Transport
+	if _, got := post(t, &tr, srv.URL, "a"); got != "ok" {
+		t.Errorf("plain: %q", got)
+	}
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, io.MultiReader(strings.NewReader("b")))
+	req.ContentLength = -1 // unknown length: the fallback's
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	tr.CloseIdleConnections()
+}
