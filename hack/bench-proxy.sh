@@ -15,10 +15,13 @@
 #
 # Needs haproxy on PATH (Debian: apt-get install -y haproxy); without it
 # the router is measured against the direct call only. BENCH_PORT (default
-# 19380) is the first of eight loopback ports used. ROUTER_GOGC and
+# 19380) is the first of nine loopback ports used. ROUTER_GOGC and
 # ROUTER_PROCS, when set, are the router's GOGC and GOMAXPROCS (the other
 # contestants keep Go's defaults). BENCH_NETHTTP_ROUTER=1 adds the same
 # router on Go's Transport to the replicas (upstream.client: net/http).
+# BENCH_ROUTER_B=BINARY adds another llm-ring binary's router on the same
+# configuration as the target llm-ring-b (a before/after pair measured in
+# the same rounds: build the other commit with go build -o BINARY).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 port=${BENCH_PORT:-19380}
@@ -57,6 +60,12 @@ if [ -n "${BENCH_NETHTTP_ROUTER:-}" ]; then
 	pids+=($!)
 	targets+=(--target "llm-ring-nethttp=http://127.0.0.1:$((port + 7))@$!")
 fi
+if [ -n "${BENCH_ROUTER_B:-}" ]; then
+	sed -e "s#^listen: .*#listen: \"127.0.0.1:$((port + 8))\"#" "$tmp/router.yaml" >"$tmp/router-b.yaml"
+	env ${ROUTER_GOGC:+GOGC=$ROUTER_GOGC} ${ROUTER_PROCS:+GOMAXPROCS=$ROUTER_PROCS} "$BENCH_ROUTER_B" router --config "$tmp/router-b.yaml" >"$tmp/router-b.log" 2>&1 &
+	pids+=($!)
+	targets+=(--target "llm-ring-b=http://127.0.0.1:$((port + 8))@$!")
+fi
 "$tmp/bench-proxy" bare "127.0.0.1:$((port + 5))" "http://$r0,http://$r1,http://$r2" &
 pids+=($!)
 targets+=(--target "bare-go=http://127.0.0.1:$((port + 5))@$!")
@@ -94,9 +103,11 @@ else
 	echo "haproxy not found: measuring the router against the direct call only" >&2
 fi
 
-for _ in $(seq 50); do
-	curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break
-	sleep 0.1
+for p in $port ${BENCH_ROUTER_B:+$((port + 8))}; do
+	for _ in $(seq 50); do
+		curl -sf "http://127.0.0.1:$p/readyz" >/dev/null && break
+		sleep 0.1
+	done
 done
 echo "go $(go env GOVERSION), $(nproc) CPU(s), $(date -u +%FT%TZ)"
 "$tmp/bench-proxy" load --direct "http://$r0,http://$r1,http://$r2" "${targets[@]}" "$@"

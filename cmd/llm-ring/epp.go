@@ -28,16 +28,18 @@ func cmdEPP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	poolNS := fs.String("pool-namespace", "", "the InferencePool's namespace (default: the configuration's discovery.kubernetes.namespace)")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig for --inference-pool outside the cluster (default: in-cluster)")
 	eppService := fs.String("epp-service", "", "this EPP's Service name: warn when the pool's endpointPickerRef names another")
+	flush := logFlushFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *fallbacks < 0 {
 		return usageError{fmt.Errorf("--fallbacks must be ≥ 0, got %d", *fallbacks)}
 	}
-	cfg, log, err := loadRouterConfig(*path, *level, stdout)
+	cfg, log, stopLog, err := loadRouterConfig(*path, *level, *flush, stdout)
 	if err != nil {
 		return err
 	}
+	defer stopLog()
 	src, err := eppSource(cfg, log, *pool, *poolNS, *kubeconfig, *eppService)
 	if err != nil {
 		return err

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"time"
 
 	"k8s.io/klog/v2"
 
@@ -19,13 +21,15 @@ func cmdRouter(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := newFlagSet("router", stderr)
 	path := fs.String("config", "", "router configuration file (YAML; see config/router.yaml)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	flush := logFlushFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, log, err := loadRouterConfig(*path, *level, stdout)
+	cfg, log, stopLog, err := loadRouterConfig(*path, *level, *flush, stdout)
 	if err != nil {
 		return err
 	}
+	defer stopLog()
 	src, err := discoverySource(cfg, log)
 	if err != nil {
 		return err
@@ -71,24 +75,34 @@ func discoverySource(cfg *config.Router, log *slog.Logger) (discovery.Source, er
 	return discovery.FromConfig(cfg, log)
 }
 
+// logFlushFlag is --log-flush of the router and the endpoint picker.
+func logFlushFlag(fs *flag.FlagSet) *time.Duration {
+	return fs.Duration("log-flush", 200*time.Millisecond,
+		"write the per-request log lines together at most this often (or per 64 KiB), not one write per request; other lines are written at once; 0: every line at once")
+}
+
 // loadRouterConfig is the start of the router and the endpoint picker:
 // --config (required) loaded and validated, and the JSON logger at
 // --log-level, which client-go's own lines go through too: slog's
-// JSONHandler, with the per-request line written directly
-// (router.NewLogHandler, the same bytes).
-func loadRouterConfig(path, level string, stdout io.Writer) (*config.Router, *slog.Logger, error) {
+// JSONHandler, with the per-request line written directly and buffered
+// for flush (router.NewBufferedLogHandler, the same bytes); stopLog
+// writes what is buffered.
+func loadRouterConfig(path, level string, flush time.Duration, stdout io.Writer) (cfg *config.Router, log *slog.Logger, stopLog func(), err error) {
 	if path == "" {
-		return nil, nil, usageError{errors.New("--config is required")}
+		return nil, nil, nil, usageError{errors.New("--config is required")}
 	}
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, nil, usageError{err}
+		return nil, nil, nil, usageError{err}
 	}
-	cfg, err := config.Load(path)
-	if err != nil {
-		return nil, nil, err
+	if flush < 0 {
+		return nil, nil, nil, usageError{fmt.Errorf("--log-flush must be ≥ 0, got %v", flush)}
 	}
-	log := slog.New(router.NewLogHandler(stdout, &slog.HandlerOptions{Level: lv}))
+	if cfg, err = config.Load(path); err != nil {
+		return nil, nil, nil, err
+	}
+	h, stopLog := router.NewBufferedLogHandler(stdout, &slog.HandlerOptions{Level: lv}, flush)
+	log = slog.New(h)
 	klog.SetSlogLogger(log) // client-go's own lines, as JSON like the rest
-	return cfg, log, nil
+	return cfg, log, stopLog, nil
 }

@@ -39,6 +39,8 @@ func TestRouterConfigErrors(t *testing.T) {
 		{[]string{"router", "--config", write("unknown.yaml", string(ex)+"colour: blue\n")}, 1, "colour: unknown key"},
 		{[]string{"router", "--config", write("bad.yaml", strings.Replace(string(ex), "max_attempts: 3", "max_attempts: 0", 1))}, 1, "upstream.max_attempts: must be ≥ 1"},
 		{[]string{"router", "--bogus"}, 2, "flag provided but not defined"},
+		{[]string{"router", "--config", filepath.Join(dir, "nope.yaml"), "--log-flush", "-1s"}, 2, "--log-flush must be ≥ 0, got -1s"},
+		{[]string{"epp", "--config", filepath.Join(dir, "nope.yaml"), "--log-flush", "-5ms"}, 2, "--log-flush must be ≥ 0, got -5ms"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(context.Background(), tt.args, &stdout, &stderr)

@@ -54,13 +54,25 @@ func directLog(log *slog.Logger) *logHandler {
 }
 
 // lockedWriter serializes the JSONHandler's writes (under its own lock)
-// with the direct path's: one line per Write, never interleaved.
+// with the direct path's: one line per Write, never interleaved. When
+// buffered (NewBufferedLogHandler, logbuffer.go) the direct path's lines
+// wait in buf, and a JSONHandler line is written after them, at once.
 type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu       sync.Mutex
+	w        io.Writer
+	buffered bool       // set before the handler is used
+	buf      []byte     // request lines not yet written (buffered)
+	spare    []byte     // the other buffer, while none is being written
+	out      sync.Mutex // held while buf's lines are written: writes in order
 }
 
 func (l *lockedWriter) Write(p []byte) (int, error) {
+	if l.buffered {
+		l.mu.Lock()
+		l.buf = append(l.buf, p...)
+		l.writeOutLocked()
+		return len(p), nil
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)

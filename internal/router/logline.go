@@ -70,7 +70,7 @@ func (r *Router) logRequest(ctx context.Context, f *flight, level slog.Level, c 
 		f.requestFields(j, c, latency, trace)
 		j.end()
 		if j.ok {
-			r.direct.w.Write(j.b)
+			r.direct.w.line(j.b)
 		}
 		ok := j.ok
 		if cap(j.b) <= 64<<10 {
