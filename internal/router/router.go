@@ -92,6 +92,7 @@ type Router struct {
 	stopFlights context.CancelFunc
 	cut         atomic.Bool  // stopFlights was called
 	inflight    atomic.Int64 // proxied requests being handled
+	idle        idleWatch    // the answers' idle timeout (idlewatch.go)
 
 	admin      *http.ServeMux
 	adminToken [sha256.Size]byte // sha256 of the admin bearer token

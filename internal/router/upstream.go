@@ -3,79 +3,13 @@ package router
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/llm-ring/llm-ring/internal/wire"
 )
-
-// errUpstreamIdle ends an answer from which no byte came for
-// upstream.idle_timeout.
-var errUpstreamIdle = errors.New("no byte from the replica within upstream.idle_timeout")
-
-// idleBody is a replica's answer body that fails with errUpstreamIdle when
-// a read waits longer than idle for the next byte. Only the time spent
-// waiting on the replica counts, not the time the client takes to read.
-//
-// One timer per answer, not one reset per read: a read marks when it
-// began (since) and clears it when it returns; the timer, when it fires,
-// ends the answer only if a read has been waiting idle or longer, and
-// otherwise sets itself for the rest of that read's idle time (or a whole
-// idle period while no read waits). A stream's events then cost a clock
-// read each instead of a timer reset and stop.
-type idleBody struct {
-	rc      io.ReadCloser
-	idle    time.Duration
-	cancel  context.CancelCauseFunc // aborts the upstream request
-	timer   atomic.Pointer[time.Timer]
-	since   atomic.Int64 // when the pending read began (Unix ns); 0: none pending
-	stalled atomic.Bool
-	closed  atomic.Bool
-}
-
-func (b *idleBody) Read(p []byte) (int, error) {
-	b.since.Store(time.Now().UnixNano())
-	if b.timer.Load() == nil {
-		b.timer.Store(time.AfterFunc(b.idle, b.fire))
-	}
-	n, err := b.rc.Read(p)
-	b.since.Store(0)
-	if err != nil && err != io.EOF && b.stalled.Load() {
-		err = errUpstreamIdle
-	}
-	return n, err
-}
-
-func (b *idleBody) fire() {
-	t := b.timer.Load()
-	if b.closed.Load() || t == nil {
-		return
-	}
-	left := b.idle
-	if since := b.since.Load(); since != 0 {
-		if left -= time.Duration(time.Now().UnixNano() - since); left <= 0 {
-			b.stalled.Store(true)
-			b.cancel(errUpstreamIdle)
-			return
-		}
-	}
-	t.Reset(left)
-}
-
-func (b *idleBody) Close() error {
-	b.closed.Store(true)
-	if t := b.timer.Load(); t != nil {
-		t.Stop()
-	}
-	err := b.rc.Close()
-	b.cancel(nil)
-	return err
-}
 
 // attempt sends req to its replica with the idle timeout on the answer,
 // watched by b.
@@ -86,7 +20,7 @@ func (r *Router) attempt(req *http.Request, b *idleBody) (*http.Response, error)
 		cancel(nil)
 		return nil, err
 	}
-	b.rc, b.idle, b.cancel = resp.Body, r.cfg.Upstream.IdleTimeout.D(), cancel
+	b.rc, b.idle, b.cancel, b.watch = resp.Body, r.cfg.Upstream.IdleTimeout.D(), cancel, &r.idle
 	resp.Body = b
 	return resp, nil
 }
