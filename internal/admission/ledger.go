@@ -55,6 +55,9 @@ type Ledger struct {
 	// The flow gate's in-flight counts (flowgate.go): per tagged flow and band.
 	flows   map[flowKey]*flowCount
 	bandsIn map[int]*bandFlight
+	// model is the controller's work model: Service's work ahead is the
+	// prefill model's (ledger_prefill.go) with WorkPrefill, else the backlog.
+	model string
 }
 
 type ledgerEntry struct {
@@ -65,19 +68,25 @@ type ledgerEntry struct {
 	// class is its band and flow, once tagged (Controller.Flow).
 	class   flowKey
 	classed bool
+	// prefilled: its first token has come (First); its tokens no longer
+	// count in its replica's prefilling sum.
+	prefilled bool
 }
 
 // repWork is one replica's part of the ledger.
 type repWork struct {
 	name     string
-	inflight int64   // Σ tokens of its entries
-	backlog  float64 // the fluid prefill backlog at at (tokens)
-	at       int64
-	recs     []prefill // its recent prefills in dispatch order; recs[0] is number base
-	base     uint64
-	rateNow  float64     // the throughput (tokens/s; 0: none)
-	cached   CachedShare // answers that expected nothing cached
-	hit      CachedShare // of the expected tokens, the share found cached
+	inflight int64 // Σ tokens of its entries
+	// prefilling is Σ tokens of its entries not yet past their first
+	// token (First): the prefill model's work (ledger_prefill.go).
+	prefilling int64
+	backlog    float64 // the fluid prefill backlog at at (tokens)
+	at         int64
+	recs       []prefill // its recent prefills in dispatch order; recs[0] is number base
+	base       uint64
+	rateNow    float64     // the throughput (tokens/s; 0: none)
+	cached     CachedShare // answers that expected nothing cached
+	hit        CachedShare // of the expected tokens, the share found cached
 }
 
 // prefill is one request's prefill: dispatched at start, first token at
@@ -260,6 +269,7 @@ func (l *Ledger) Dispatched(id uint64, replica string, tokens int64, expectCache
 	l.settle(w, now)
 	tokens = max(tokens, 0)
 	w.inflight += tokens
+	w.prefilling += tokens
 	w.backlog += float64(tokens)
 	seq := w.record(prefill{start: now, state: pending})
 	l.reqs[id] = ledgerEntry{rep: l.byName[replica], seq: seq, tokens: tokens, expect: max(expectCached, 0)}
@@ -279,6 +289,9 @@ func (l *Ledger) Ended(id uint64, now int64) bool {
 	w.finish(e.seq, 0, 0, 0, false)
 	w.measure()
 	w.inflight -= e.tokens
+	if !e.prefilled {
+		w.prefilling -= e.tokens
+	}
 	w.backlog = min(w.backlog, float64(w.inflight))
 	return true
 }
@@ -346,7 +359,8 @@ func (l *Ledger) Rate(replica string) float64 {
 }
 
 // Work is replica's work at now in ns, the model's tokens (WorkBacklog: the
-// backlog; WorkInflight: the in-flight sum) at its rate, or the pool's mean
+// backlog; WorkInflight: the in-flight sum; WorkPrefill: the sum of those
+// not yet past their first token) at its rate, or the pool's mean
 // rate meanRate when it has none; ok false while no rate is known.
 func (l *Ledger) Work(replica string, model string, now int64, meanRate float64) (ns float64, ok bool) {
 	var w *repWork
@@ -364,8 +378,11 @@ func (l *Ledger) Work(replica string, model string, now int64, meanRate float64)
 		return 0, true
 	}
 	tokens := float64(w.inflight)
-	if model == WorkBacklog {
+	switch model {
+	case WorkBacklog:
 		tokens = w.backlogAt(now, rate)
+	case WorkPrefill:
+		tokens = float64(w.prefilling)
 	}
 	return tokens / rate * 1e9, true
 }
@@ -403,11 +420,13 @@ func (l *Ledger) Has(id uint64) bool {
 }
 
 // Service is the ledger's prediction of a new request's time from dispatch
-// to first token (ns): on the best of v's replicas that may be picked, its
-// backlog at v.Now and the request's uncached prompt (Uncached, nothing
-// expected) at its rate (the pool's mean for one without a rate):
+// to first token (ns): on the best of v's replicas that may be picked, the
+// prefill work ahead at v.Now (its backlog; with WorkPrefill, the tokens of
+// its requests not yet past their first token) and the request's uncached
+// prompt (Uncached, nothing expected) at its rate (the pool's mean for one
+// without a rate):
 //
-//	service = min over r of (backlog(r) + Uncached(r, prompt)) ÷ rate(r)
+//	service = min over r of (ahead(r) + Uncached(r, prompt)) ÷ rate(r)
 //
 // 0 while no rate is known (nothing is predicted on a guess). With a
 // ledger work model the drivers use it instead of policy.ServiceTime: the
@@ -430,8 +449,7 @@ func (l *Ledger) Service(v *policy.View, prompt int) int64 {
 		if !(rate > 0) {
 			continue
 		}
-		_, bl := l.Tokens(name, v.Now)
-		best = min(best, (bl+float64(l.Uncached(name, prompt, 0)))/rate*1e9)
+		best = min(best, (l.ahead(name, v.Now)+float64(l.Uncached(name, prompt, 0)))/rate*1e9)
 	}
 	if math.IsInf(best, 0) {
 		return 0
