@@ -102,6 +102,9 @@ const (
 	pending uint8 = iota // in flight
 	done                 // answered with a prompt count and a first token
 	dropped              // ended without one: counts for nothing
+	// firstTok: its first token came (the prefill model, Ledger.First):
+	// its tokens are the entry's estimate until its answer counts them.
+	firstTok
 )
 
 // ledgerRecs bounds a replica's kept prefills (the oldest go first).
@@ -147,7 +150,7 @@ func unionRate(recs []prefill) float64 {
 	var iv [LedgerWindow]prefill
 	n := 0
 	for i := len(recs) - 1; i >= 0 && n < LedgerWindow; i-- {
-		if recs[i].state == done {
+		if recs[i].state == done || recs[i].state == firstTok {
 			iv[n] = recs[i]
 			n++
 		}
@@ -189,8 +192,9 @@ func (w *repWork) finish(seq uint64, start, first int64, tokens int, ok bool) {
 		return
 	}
 	r := &w.recs[seq-w.base]
-	if r.state != pending {
-		return
+	answered := ok && tokens > 0 && first > start
+	if r.state != pending && (r.state != firstTok || !answered) {
+		return // settled already; a first token's estimate stays unless an answer counts it
 	}
 	r.state = dropped
 	if ok && tokens > 0 && first > start {

@@ -24,10 +24,10 @@ func TestLedgerPrefill(t *testing.T) {
 		}
 	}
 	work(WorkPrefill, 0.6)
-	if !l.First(1) || l.First(1) { // once: a second telling changes nothing
+	if !l.First(1, sec) || l.First(1, sec) { // once: a second telling changes nothing
 		t.Fatalf("First(1): not once")
 	}
-	if l.First(99) {
+	if l.First(99, sec) {
 		t.Fatalf("First of an id without an entry")
 	}
 	if got := l.Prefilling("a"); got != 2000 {
@@ -77,7 +77,7 @@ func TestLedgerPrefillService(t *testing.T) {
 		l.Dispatched(1, "a", 5000, 0, sec)
 		l.Dispatched(2, "a", 1000, 0, sec)
 		l.Dispatched(3, "c", 2000, 0, sec)
-		if freed := ctl.FirstToken(2); freed != (c.model == WorkPrefill) {
+		if freed := ctl.FirstToken(2, sec); freed != (c.model == WorkPrefill) {
 			t.Fatalf("%s: FirstToken freed %v", c.model, freed)
 		}
 		v := &policy.View{Names: []string{"a", "c"}, Rows: make([]policy.Row, 2), Now: sec}
@@ -120,5 +120,40 @@ func TestExpected(t *testing.T) {
 	s.WorkCached, s.WorkModel = "", WorkPrefill
 	if err := s.Validate(); err != nil {
 		t.Errorf("work_model prefill: %v", err)
+	}
+}
+
+// TestLedgerPrefillRate: with the prefill model the rate learns from first
+// tokens, before any answer: eight prefills of 1,000 estimated tokens, each
+// dispatched 200 ms after the last and first token 100 ms later, make
+// 8,000 tokens over 0.8 s of busy time, 10,000 tok/s; an answer's count
+// then replaces its estimate (2,000 processed: 9,000 over 0.8 s, 11,250
+// tok/s), and a failure after the first token keeps it. The backlog model
+// learns nothing from first tokens (no rate before the answers).
+func TestLedgerPrefillRate(t *testing.T) {
+	for _, model := range []string{WorkPrefill, WorkBacklog} {
+		s := on()
+		s.WorkModel = model
+		l := New(s).Ledger()
+		for i := range 8 {
+			start := int64(i) * 200 * ms
+			l.Dispatched(uint64(i), "a", 1000, 0, start)
+			l.First(uint64(i), start+100*ms)
+		}
+		want := map[string]float64{WorkPrefill: 10000, WorkBacklog: 0}[model]
+		if r := l.Rate("a"); !near(r, want) {
+			t.Fatalf("%s: rate %v from first tokens, want %v", model, r, want)
+		}
+		if model != WorkPrefill {
+			continue
+		}
+		l.Answered(0, "a", 0, 100*ms, 0, 2000, 2*sec)
+		if r := l.Rate("a"); !near(r, 11250) {
+			t.Fatalf("an answer's count: rate %v, want 11250", r)
+		}
+		l.Ended(1, 2*sec) // failed after its first token: its prefill still counts
+		if r := l.Rate("a"); !near(r, 11250) {
+			t.Fatalf("a failure after the first token: rate %v, want 11250", r)
+		}
 	}
 }

@@ -286,7 +286,7 @@ func TestPropertyLedger(t *testing.T) {
 				id := order[k]
 				f := inflight[id]
 				if rng.IntN(2) == 0 {
-					if got := c.FirstToken(id); got != (!f.first && s.WorkModel == WorkPrefill) {
+					if got := c.FirstToken(id, now); got != (!f.first && s.WorkModel == WorkPrefill) {
 						t.Fatalf("seed %d: request %d's first token (again: %v) freed %v", seed, id, f.first, got)
 					}
 					f.first = true

@@ -367,8 +367,9 @@ func (a *admitter) first(f *flight) {
 	if a == nil || !f.adm.on {
 		return
 	}
+	now := time.Now().UnixNano()
 	a.mu.Lock()
-	freed := f.adm.pool.c.FirstToken(f.adm.id)
+	freed := f.adm.pool.c.FirstToken(f.adm.id, now)
 	a.mu.Unlock()
 	if freed {
 		a.kick(f.adm.pool)

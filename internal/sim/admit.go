@@ -194,14 +194,14 @@ func (s *sim) admRouted(u int32) {
 	s.adm.c.Flow(ledgerID(us), us.prio, us.flow) // its flow's count in flight (the flow gate)
 }
 
-// admFirst tells admission that user u's request had its first token
-// (the model's first-token event, at its virtual time s.now): its prefill
+// admFirst tells admission that user u's request had its first token at
+// at (the model's first-token event, its virtual time): its prefill
 // leaves the ledger's prefilling work, as the router's observer says at
 // the answer's first byte. The wake that brought the event runs
 // admitStep after it, so a waiting request may go at that time.
-func (s *sim) admFirst(u int32) {
+func (s *sim) admFirst(u int32, at time.Duration) {
 	if s.adm != nil {
-		s.adm.c.FirstToken(ledgerID(&s.users[u]))
+		s.adm.c.FirstToken(ledgerID(&s.users[u]), int64(at))
 	}
 }
 
