@@ -35,7 +35,8 @@ import (
 //
 // The work of a replica (Work) is its backlog, or with WorkInflight its in-flight sum,
 // divided by its rate (the mean of the pool's rates for a replica without one; none: the
-// term is off). Everything is a function of the calls and their times: no clock.
+// term is off); with WorkPrefill, the sum of its entries not yet past their first token
+// (ledger_prefill.go). Everything is a function of the calls and their times: no clock.
 
 // LedgerWindow is the number of a replica's recent answers its throughput
 // is measured over; LedgerMinAnswers the least that make a rate (the
