@@ -35,7 +35,8 @@ import (
 //
 // The work of a replica (Work) is its backlog, or with WorkInflight its in-flight sum,
 // divided by its rate (the mean of the pool's rates for a replica without one; none: the
-// term is off). Everything is a function of the calls and their times: no clock.
+// term is off); with WorkPrefill, the sum of its entries not yet past their first token
+// (ledger_prefill.go). Everything is a function of the calls and their times: no clock.
 
 // LedgerWindow is the number of a replica's recent answers its throughput
 // is measured over; LedgerMinAnswers the least that make a rate (the
@@ -55,6 +56,9 @@ type Ledger struct {
 	// The flow gate's in-flight counts (flowgate.go): per tagged flow and band.
 	flows   map[flowKey]*flowCount
 	bandsIn map[int]*bandFlight
+	// model is the controller's work model: Service's work ahead is the
+	// prefill model's (ledger_prefill.go) with WorkPrefill, else the backlog.
+	model string
 }
 
 type ledgerEntry struct {
@@ -65,19 +69,25 @@ type ledgerEntry struct {
 	// class is its band and flow, once tagged (Controller.Flow).
 	class   flowKey
 	classed bool
+	// prefilled: its first token has come (First); its tokens no longer
+	// count in its replica's prefilling sum.
+	prefilled bool
 }
 
 // repWork is one replica's part of the ledger.
 type repWork struct {
 	name     string
-	inflight int64   // Σ tokens of its entries
-	backlog  float64 // the fluid prefill backlog at at (tokens)
-	at       int64
-	recs     []prefill // its recent prefills in dispatch order; recs[0] is number base
-	base     uint64
-	rateNow  float64     // the throughput (tokens/s; 0: none)
-	cached   CachedShare // answers that expected nothing cached
-	hit      CachedShare // of the expected tokens, the share found cached
+	inflight int64 // Σ tokens of its entries
+	// prefilling is Σ tokens of its entries not yet past their first
+	// token (First): the prefill model's work (ledger_prefill.go).
+	prefilling int64
+	backlog    float64 // the fluid prefill backlog at at (tokens)
+	at         int64
+	recs       []prefill // its recent prefills in dispatch order; recs[0] is number base
+	base       uint64
+	rateNow    float64     // the throughput (tokens/s; 0: none)
+	cached     CachedShare // answers that expected nothing cached
+	hit        CachedShare // of the expected tokens, the share found cached
 }
 
 // prefill is one request's prefill: dispatched at start, first token at
@@ -93,6 +103,9 @@ const (
 	pending uint8 = iota // in flight
 	done                 // answered with a prompt count and a first token
 	dropped              // ended without one: counts for nothing
+	// firstTok: its first token came (the prefill model, Ledger.First):
+	// its tokens are the entry's estimate until its answer counts them.
+	firstTok
 )
 
 // ledgerRecs bounds a replica's kept prefills (the oldest go first).
@@ -138,7 +151,7 @@ func unionRate(recs []prefill) float64 {
 	var iv [LedgerWindow]prefill
 	n := 0
 	for i := len(recs) - 1; i >= 0 && n < LedgerWindow; i-- {
-		if recs[i].state == done {
+		if recs[i].state == done || recs[i].state == firstTok {
 			iv[n] = recs[i]
 			n++
 		}
@@ -180,8 +193,9 @@ func (w *repWork) finish(seq uint64, start, first int64, tokens int, ok bool) {
 		return
 	}
 	r := &w.recs[seq-w.base]
-	if r.state != pending {
-		return
+	answered := ok && tokens > 0 && first > start
+	if r.state != pending && (r.state != firstTok || !answered) {
+		return // settled already; a first token's estimate stays unless an answer counts it
 	}
 	r.state = dropped
 	if ok && tokens > 0 && first > start {
@@ -260,6 +274,7 @@ func (l *Ledger) Dispatched(id uint64, replica string, tokens int64, expectCache
 	l.settle(w, now)
 	tokens = max(tokens, 0)
 	w.inflight += tokens
+	w.prefilling += tokens
 	w.backlog += float64(tokens)
 	seq := w.record(prefill{start: now, state: pending})
 	l.reqs[id] = ledgerEntry{rep: l.byName[replica], seq: seq, tokens: tokens, expect: max(expectCached, 0)}
@@ -279,6 +294,9 @@ func (l *Ledger) Ended(id uint64, now int64) bool {
 	w.finish(e.seq, 0, 0, 0, false)
 	w.measure()
 	w.inflight -= e.tokens
+	if !e.prefilled {
+		w.prefilling -= e.tokens
+	}
 	w.backlog = min(w.backlog, float64(w.inflight))
 	return true
 }
@@ -346,7 +364,8 @@ func (l *Ledger) Rate(replica string) float64 {
 }
 
 // Work is replica's work at now in ns, the model's tokens (WorkBacklog: the
-// backlog; WorkInflight: the in-flight sum) at its rate, or the pool's mean
+// backlog; WorkInflight: the in-flight sum; WorkPrefill: the sum of those
+// not yet past their first token) at its rate, or the pool's mean
 // rate meanRate when it has none; ok false while no rate is known.
 func (l *Ledger) Work(replica string, model string, now int64, meanRate float64) (ns float64, ok bool) {
 	var w *repWork
@@ -364,8 +383,11 @@ func (l *Ledger) Work(replica string, model string, now int64, meanRate float64)
 		return 0, true
 	}
 	tokens := float64(w.inflight)
-	if model == WorkBacklog {
+	switch model {
+	case WorkBacklog:
 		tokens = w.backlogAt(now, rate)
+	case WorkPrefill:
+		tokens = float64(w.prefilling)
 	}
 	return tokens / rate * 1e9, true
 }
@@ -403,11 +425,13 @@ func (l *Ledger) Has(id uint64) bool {
 }
 
 // Service is the ledger's prediction of a new request's time from dispatch
-// to first token (ns): on the best of v's replicas that may be picked, its
-// backlog at v.Now and the request's uncached prompt (Uncached, nothing
-// expected) at its rate (the pool's mean for one without a rate):
+// to first token (ns): on the best of v's replicas that may be picked, the
+// prefill work ahead at v.Now (its backlog; with WorkPrefill, the tokens of
+// its requests not yet past their first token) and the request's uncached
+// prompt (Uncached, nothing expected) at its rate (the pool's mean for one
+// without a rate):
 //
-//	service = min over r of (backlog(r) + Uncached(r, prompt)) ÷ rate(r)
+//	service = min over r of (ahead(r) + Uncached(r, prompt)) ÷ rate(r)
 //
 // 0 while no rate is known (nothing is predicted on a guess). With a
 // ledger work model the drivers use it instead of policy.ServiceTime: the
@@ -430,8 +454,7 @@ func (l *Ledger) Service(v *policy.View, prompt int) int64 {
 		if !(rate > 0) {
 			continue
 		}
-		_, bl := l.Tokens(name, v.Now)
-		best = min(best, (bl+float64(l.Uncached(name, prompt, 0)))/rate*1e9)
+		best = min(best, (l.ahead(name, v.Now)+float64(l.Uncached(name, prompt, 0)))/rate*1e9)
 	}
 	if math.IsInf(best, 0) {
 		return 0

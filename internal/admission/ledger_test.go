@@ -212,14 +212,16 @@ func TestScoreFromLedger(t *testing.T) {
 // when they end. Every offered request ends once as admitted, shed or
 // cancelled; none is ever both waiting and in the ledger (queued and
 // sent); the ledger's entries and tokens are the requests in flight, its
-// backlog within [0, in flight]; at the end nothing is left.
+// backlog within [0, in flight], its prefilling sum the tokens of those
+// whose first token has not come (a first token is told at random, some
+// twice, some never before the answer); at the end nothing is left.
 func TestPropertyLedger(t *testing.T) {
 	names := []string{"a", "b", "c"}
 	for seed := uint64(1); seed <= 20; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 11))
 		s := on()
 		s.QueueCapacity, s.QueueThreshold, s.WorkLimitNs = 1+rng.IntN(20), 100, int64(rng.IntN(3)+1)*sec/2
-		s.WorkModel = []string{WorkBacklog, WorkInflight}[rng.IntN(2)]
+		s.WorkModel = []string{WorkBacklog, WorkInflight, WorkPrefill}[rng.IntN(3)]
 		if seed%2 == 0 { // the flow gate, from none to always
 			s.FlowGate = float64(rng.IntN(11)) / 10
 		}
@@ -230,6 +232,7 @@ func TestPropertyLedger(t *testing.T) {
 			tokens int64
 			start  int64
 			key    flowKey
+			first  bool // its first token came (Ledger.First)
 		}
 		inflight := map[uint64]flight{}
 		var order []uint64 // in flight, in dispatch order
@@ -278,10 +281,18 @@ func TestPropertyLedger(t *testing.T) {
 					end(it.ID, "admitted")
 					route(it)
 				}
-			case op < 8 && len(order) > 0: // an answer ends
+			case op < 8 && len(order) > 0: // a first token comes, or an answer ends
 				k := rng.IntN(len(order))
 				id := order[k]
 				f := inflight[id]
+				if rng.IntN(2) == 0 {
+					if got := c.FirstToken(id, now); got != (!f.first && s.WorkModel == WorkPrefill) {
+						t.Fatalf("seed %d: request %d's first token (again: %v) freed %v", seed, id, f.first, got)
+					}
+					f.first = true
+					inflight[id] = f
+					break
+				}
 				l.Answered(id, f.rep, f.start, min(f.start+int64(rng.IntN(500))*ms, now), rng.IntN(1000)-1, rng.IntN(3000), now)
 				delete(inflight, id)
 				order = append(order[:k], order[k+1:]...)
@@ -292,11 +303,19 @@ func TestPropertyLedger(t *testing.T) {
 					end(id, "cancelled")
 				}
 			}
-			sums := map[string]int64{}
+			sums, prefilling := map[string]int64{}, map[string]int64{}
 			flows := map[flowKey]int{}
 			for _, id := range order {
 				sums[inflight[id].rep] += inflight[id].tokens
+				if !inflight[id].first {
+					prefilling[inflight[id].rep] += inflight[id].tokens
+				}
 				flows[inflight[id].key]++
+			}
+			for _, name := range names {
+				if got := l.Prefilling(name); got != prefilling[name] {
+					t.Fatalf("seed %d: %s prefilling %d, want %d", seed, name, got, prefilling[name])
+				}
 			}
 			for p := 0; p < 2; p++ {
 				for _, fl := range []string{"a", "b", "c"} {

@@ -44,8 +44,17 @@ type Settings struct {
 	// at the learned per-request prefill rate; WorkInflight ("inflight"),
 	// the ledger's uncached prompt tokens in flight at the replica's prefill
 	// throughput; WorkBacklog ("backlog"), the ledger's prefill backlog (the
-	// in-flight tokens drained at that throughput since dispatch) at it.
+	// in-flight tokens drained at that throughput since dispatch) at it;
+	// WorkPrefill ("prefill"), the ledger's uncached prompt tokens of the
+	// requests not yet past their first token (Ledger.First) at it.
 	WorkModel string `json:"work_model"`
+	// WorkCached is which of the pick's figures the ledger takes as a
+	// request's cached tokens (Controller.Expected): CachedExpect
+	// ("expect", the default), placement memory's expectation
+	// (Ticket.ExpectCached); CachedMatch ("match"), the prefix index's
+	// match on the picked replica (Ticket.Match); CachedMin ("min"), the
+	// smaller of the two.
+	WorkCached string `json:"work_cached"`
 	// StaleAfterNs: a report older than this makes its replica count as
 	// saturated (GIE: stale metrics are 100 % saturated). Default 2 s, ten
 	// intervals of the shipped 200 ms scrape.
@@ -119,6 +128,14 @@ const (
 	WorkCharges  = "charges"
 	WorkInflight = "inflight"
 	WorkBacklog  = "backlog"
+	WorkPrefill  = "prefill"
+)
+
+// The ledger's cached estimates (Settings.WorkCached).
+const (
+	CachedExpect = "expect"
+	CachedMatch  = "match"
+	CachedMin    = "min"
 )
 
 // workCharges reports whether the work term is the charges' (no ledger).
@@ -151,8 +168,10 @@ func (s *Settings) Validate() error {
 	check(s.TokenShare >= 0 && s.TokenShare <= 1, "token_share: must be in [0, 1], got %v", s.TokenShare)
 	check(s.WorkLimitNs >= 0, "work_limit: must be ≥ 0, got %dns", s.WorkLimitNs)
 	check(s.WorkShare >= 0 && !math.IsInf(s.WorkShare, 0), "work_share: must be ≥ 0, got %v", s.WorkShare)
-	check(s.workCharges() || s.WorkModel == WorkInflight || s.WorkModel == WorkBacklog,
-		"work_model: must be %q, %q or %q, got %q", WorkCharges, WorkInflight, WorkBacklog, s.WorkModel)
+	check(s.workCharges() || s.WorkModel == WorkInflight || s.WorkModel == WorkBacklog || s.WorkModel == WorkPrefill,
+		"work_model: must be %q, %q, %q or %q, got %q", WorkCharges, WorkInflight, WorkBacklog, WorkPrefill, s.WorkModel)
+	check(s.WorkCached == "" || s.WorkCached == CachedExpect || s.WorkCached == CachedMatch || s.WorkCached == CachedMin,
+		"work_cached: must be %q, %q or %q, got %q", CachedExpect, CachedMatch, CachedMin, s.WorkCached)
 	check(s.StaleAfterNs > 0, "stale_after: must be > 0, got %dns", s.StaleAfterNs)
 	check(s.Limit > 0 && !math.IsInf(s.Limit, 0), "limit: must be > 0, got %v", s.Limit)
 	check(s.QueueCapacity >= 0, "queue_capacity: must be ≥ 0, got %d", s.QueueCapacity)

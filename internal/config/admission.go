@@ -30,7 +30,8 @@ import (
 //	  token_share: 0.45          # token capacity = share × the engine's reported KV pool, unless token_capacity is set
 //	  work_share: 0.5            # saturated when a replica's in-flight work (tokens at its learned prefill rate) exceeds share × default_slo_ttft
 //	  work_limit: 0s             # that work limit as a duration; set, it wins over work_share
-//	  work_model: charges        # what the work counts: charges | inflight | backlog (the work ledger; docs/admission.md)
+//	  work_model: charges        # what the work counts: charges | inflight | backlog | prefill (the work ledger; docs/admission.md)
+//	  work_cached: expect        # the ledger's cached tokens of a request: expect (placement memory) | match (the prefix index) | min
 type Admission struct {
 	Enabled             bool               `json:"enabled" cfg:"optional"`
 	QueueThreshold      float64            `json:"queue_threshold" cfg:"optional"`
@@ -40,6 +41,7 @@ type Admission struct {
 	WorkShare           *float64           `json:"work_share" cfg:"optional"`
 	WorkLimit           Duration           `json:"work_limit" cfg:"optional"`
 	WorkModel           string             `json:"work_model" cfg:"optional"`
+	WorkCached          string             `json:"work_cached" cfg:"optional"`
 	StaleAfter          Duration           `json:"stale_after" cfg:"optional"`
 	Limit               float64            `json:"limit" cfg:"optional"`
 	QueueCapacity       *int               `json:"queue_capacity" cfg:"optional"`
@@ -146,6 +148,7 @@ func (a Admission) Settings() (admission.Settings, error) {
 	if a.WorkModel != "" {
 		s.WorkModel = a.WorkModel
 	}
+	s.WorkCached = a.WorkCached
 	s.TokensPerMinute, s.FlowTokensPerMinute, s.FlowWeights = a.TokensPerMinute, a.FlowTokensPerMinute, a.FlowWeights
 	s.FlowGate = a.FlowGate
 	var err error

@@ -350,9 +350,29 @@ func (a *admitter) routed(ad admitted, tk *state.Ticket, ok bool) {
 	if ok {
 		a.mu.Lock()
 		l := ad.pool.c.Ledger()
-		l.Dispatched(ad.id, tk.Replica.Name, l.Uncached(tk.Replica.Name, tk.EstPrompt, tk.ExpectCached), tk.ExpectCached, time.Now().UnixNano())
+		expect := ad.pool.c.Expected(tk.ExpectCached, tk.Match()) // placement memory's, or the prefix index's (work_cached)
+		l.Dispatched(ad.id, tk.Replica.Name, l.Uncached(tk.Replica.Name, tk.EstPrompt, expect), expect, time.Now().UnixNano())
 		ad.pool.c.Flow(ad.id, ad.priority, ad.flow) // its flow's count in flight (the flow gate)
 		a.mu.Unlock()
+	}
+}
+
+// first runs when the first byte of f's answer came from its replica
+// (the observer, observe.go): its prefill is over and leaves the work
+// ledger's prefilling work, as the simulator's first-token event does
+// (internal/sim/admit.go); with the prefill model that frees capacity,
+// and waiting requests of its pool may go. Allocation-free; a no-op with
+// admission off or a request it did not see.
+func (a *admitter) first(f *flight) {
+	if a == nil || !f.adm.on {
+		return
+	}
+	now := time.Now().UnixNano()
+	a.mu.Lock()
+	freed := f.adm.pool.c.FirstToken(f.adm.id, now)
+	a.mu.Unlock()
+	if freed {
+		a.kick(f.adm.pool)
 	}
 }
 

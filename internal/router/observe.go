@@ -110,7 +110,11 @@ func (o *observer) Read(p []byte) (int, error) {
 		return 0, o.fail
 	}
 	n, err := o.rc.Read(p)
+	fresh := o.first.IsZero() // only this goroutine sets it (takeLocked)
 	n, err, ended, got := o.take(p, n, err)
+	if fresh && o.fl != nil && !o.first.IsZero() {
+		o.rt.adm.first(o.fl) // the answer's first byte: admission's work ledger (admit.go)
+	}
 	if ended {
 		o.finish(got)
 	}

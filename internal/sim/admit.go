@@ -189,8 +189,20 @@ func (s *sim) admRouted(u int32) {
 	us := &s.users[u]
 	tk := &us.ticket
 	l := s.adm.c.Ledger()
-	l.Dispatched(ledgerID(us), tk.Replica.Name, l.Uncached(tk.Replica.Name, tk.EstPrompt, tk.ExpectCached), tk.ExpectCached, int64(s.now))
+	expect := s.adm.c.Expected(tk.ExpectCached, tk.Match()) // placement memory's, or the prefix index's (work_cached)
+	l.Dispatched(ledgerID(us), tk.Replica.Name, l.Uncached(tk.Replica.Name, tk.EstPrompt, expect), expect, int64(s.now))
 	s.adm.c.Flow(ledgerID(us), us.prio, us.flow) // its flow's count in flight (the flow gate)
+}
+
+// admFirst tells admission that user u's request had its first token at
+// at (the model's first-token event, its virtual time): its prefill
+// leaves the ledger's prefilling work, as the router's observer says at
+// the answer's first byte. The wake that brought the event runs
+// admitStep after it, so a waiting request may go at that time.
+func (s *sim) admFirst(u int32, at time.Duration) {
+	if s.adm != nil {
+		s.adm.c.FirstToken(ledgerID(&s.users[u]), int64(at))
+	}
 }
 
 // admEnded ends user u's ledger entry, if any (its request failed).

@@ -451,6 +451,7 @@ func (s *sim) wake(g int32) error {
 		switch ev.Kind {
 		case model.EventFirstToken:
 			us.ttft = ev.At - us.sent
+			s.admFirst(u, ev.At) // admission's work ledger: the prefill is over (admit.go)
 		case model.EventDone:
 			fl[k] = fl[len(fl)-1]
 			s.flights[r] = fl[:len(fl)-1]

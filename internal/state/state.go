@@ -358,6 +358,13 @@ type Ticket struct {
 	match int
 }
 
+// Match is the prefix index's match on Replica at the pick, in tokens (the
+// view's Match, or, for a policy that does not read it, what the index
+// believed the replica held when the prompt was inserted; 0: none, or no
+// prefix index). Admission's work ledger may take it as the request's
+// cached tokens (admission.Settings.WorkCached).
+func (tk *Ticket) Match() int { return tk.match }
+
 // Route picks a replica for in with the current policy and charges it. now
 // is the caller's clock in nanoseconds (wall or virtual). exclude names
 // replicas that already failed for this request (failover); the policy picks
