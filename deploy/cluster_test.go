@@ -46,6 +46,7 @@ func checkRouterCluster(t *testing.T, s *system, cfg *config.Router, d *appsv1.D
 		t.Errorf("want a PodDisruptionBudget %s with maxUnavailable 1", routerName)
 	}
 	c := pod.Containers[0]
+	checkRouterRuntime(t, c)
 	// Gossip: both protocols on the port router.yaml binds, and in the peers
 	// Service under the name router.yaml reads.
 	_, bindPort, _ := strings.Cut(cl.Bind, ":")
@@ -85,4 +86,38 @@ func checkRouterCluster(t *testing.T, s *system, cfg *config.Router, d *appsv1.D
 	// Drain: shutdown_delay (readiness fails, the listener keeps serving
 	// while the endpoint is removed) and the grace period are checked with
 	// the admin settings in manifests_test.go.
+}
+
+// checkRouterRuntime (issue 21): the router's container sets GOGC above
+// Go's 100 and GOMEMLIMIT, as Go writes it, between 80 % and 100 % of
+// its memory limit (a higher GOGC without a soft limit could grow the
+// heap past the pod's limit).
+func checkRouterRuntime(t *testing.T, c corev1.Container) {
+	t.Helper()
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	if g, err := strconv.Atoi(env["GOGC"]); err != nil || g <= 100 {
+		t.Errorf("router env GOGC %q: want an integer above Go's 100", env["GOGC"])
+	}
+	soft, err := goMemLimit(env["GOMEMLIMIT"])
+	limit := c.Resources.Limits.Memory().Value()
+	if err != nil || limit == 0 || soft < limit*8/10 || soft >= limit {
+		t.Errorf("router env GOMEMLIMIT %q (%d bytes, %v) against limits.memory %d: want 80–100 %% of it", env["GOMEMLIMIT"], soft, err, limit)
+	}
+}
+
+// goMemLimit parses GOMEMLIMIT as the Go runtime does: an integer with an
+// optional B, KiB, MiB, GiB or TiB suffix.
+func goMemLimit(s string) (int64, error) {
+	mult := int64(1)
+	for i, suf := range []string{"TiB", "GiB", "MiB", "KiB", "B"} {
+		if n, ok := strings.CutSuffix(s, suf); ok {
+			s, mult = n, int64(1)<<(10*(4-i))
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n * mult, err
 }
