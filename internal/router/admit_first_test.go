@@ -1,6 +1,7 @@
 package router
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -84,4 +85,42 @@ func TestAdmissionFirstByte(t *testing.T) {
 		pf, _ := adm.prefilling()
 		return n == 0 && in == 0 && pf == 0
 	})
+}
+
+// TestAdmissionFirstByteFlight: the endpoint picker's Flight tells the
+// work ledger of the answer's first byte too (ResponseBody), as the
+// proxy's observer does: prefilling until the first piece of the body,
+// then in flight only, then gone at Finish.
+func TestAdmissionFirstByteFlight(t *testing.T) {
+	h := newHarness(t, "least-loaded", 1, func(c *config.Router) {
+		c.Admission = config.Admission{Enabled: true, QueueThreshold: 100, WorkModel: admission.WorkPrefill}
+	})
+	adm := h.rt.adm
+	fl, err := h.rt.NewFlight(context.Background(), http.MethodPost, "/v1/chat/completions", http.Header{},
+		[]byte(chatBody("request 1", true)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fl.Admit(http.Header{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fl.Route(); err != nil {
+		t.Fatal(err)
+	}
+	if pf, in := adm.prefilling(); pf <= 0 || pf != in {
+		t.Fatalf("routed, no answer yet: %d prefilling, %d in flight; want all of it prefilling", pf, in)
+	}
+	fl.ResponseHeaders(http.StatusOK, "text/event-stream", -1)
+	if pf, _ := adm.prefilling(); pf <= 0 {
+		t.Fatalf("headers only: %d prefilling; the first byte has not come", pf)
+	}
+	fl.ResponseBody([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"w0 \"}}]}\n\n"), false)
+	if pf, in := adm.prefilling(); pf != 0 || in <= 0 {
+		t.Fatalf("after the first event: %d prefilling, %d in flight; want none prefilling, still in flight", pf, in)
+	}
+	fl.ResponseBody([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"), true)
+	fl.Finish(context.Background())
+	if n, _, in, _ := adm.ledger(0); n != 0 || in != 0 {
+		t.Fatalf("after Finish: %d entries, %d in flight", n, in)
+	}
 }

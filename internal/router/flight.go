@@ -211,11 +211,15 @@ func (fl *Flight) ResponseBody(p []byte, end bool) {
 	if fl.buf == nil {
 		fl.buf = *readBufs.Get().(*[]byte)
 	}
+	fresh := o.first.IsZero()
 	fl.src.p = p
 	for len(fl.src.p) > 0 {
 		if n, _ := o.Read(fl.buf); n == 0 {
 			break // the observer failed (it read nothing): never spin
 		}
+	}
+	if fresh && !o.first.IsZero() {
+		fl.r.adm.first(fl.f) // the answer's first byte: admission's work ledger, as the proxy's observer says
 	}
 	if end {
 		fl.src.eof = true
