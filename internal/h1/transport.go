@@ -105,6 +105,13 @@ func (t *Transport) dropIdle(key string) {
 }
 
 // handles says whether t carries req itself.
+// Synchronous reports whether RoundTrip carries req itself, on the
+// caller's goroutine: then nothing of req (its body, its context) is used
+// once RoundTrip has returned and the answer's body is closed, and the
+// caller may reuse their memory. False for what goes to Fallback (https,
+// bodies of unknown length, upgrades), whose transport may still hold req.
+func (t *Transport) Synchronous(req *http.Request) bool { return t.handles(req) }
+
 func (t *Transport) handles(req *http.Request) bool {
 	if req.URL.Scheme != "http" || req.URL.Host == "" {
 		return false

@@ -59,7 +59,8 @@ func isByLoad(path string) bool { return slices.Contains(byLoadPaths, path) }
 // judges its body) and goes by policy.Least, its ring position (which only
 // breaks ties) taken from its body.
 func (r *Router) newFlight(ctx context.Context, kind apiKind, req *http.Request, body []byte, hs *prefix.Hasher) (*flight, error) {
-	f := &flight{ctx: ctx, kind: kind, path: req.URL.Path, body: body}
+	f := flightPool.Get().(*flight) // zero (recycle)
+	f.ctx, f.kind, f.path, f.body = ctx, kind, req.URL.Path, body
 	if kind == kindByLoad {
 		f.pol = policy.Least{}
 		f.p.keySource = "none"
