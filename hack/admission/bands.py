@@ -1,8 +1,12 @@
 """Tables of docs/notes/admission.md ("Band limits") from the request rows of hack/admission/run.sh.
 
-Usage: python3 hack/admission/bands.py OUT  (OUT as given to run.sh)
+Usage: python3 hack/admission/bands.py OUT  (OUT as given to run.sh; TOTALS, LIMS and TOP as
+given to it, in the environment: the first total is the capacity stage, the next two 2x and 3x)
 """
 import csv, glob, os, sys, statistics as st, re, math
+TOTALS=[int(x) for x in os.environ.get('TOTALS','32 64 96').split()]
+LIMS=os.environ.get('LIMS','none 0.6 0.4 0.2').split()
+TOP=os.environ.get('TOP','8')
 def p90(xs):
     if not xs: return float('nan')
     xs=sorted(xs); k=0.9*(len(xs)-1); f=math.floor(k); c=min(f+1,len(xs)-1)
@@ -42,11 +46,11 @@ def table(base):
     for eng in ['llamacpp','vllm']:
         alone=load(f'{base}/{eng}-alone')
         a90=perpol(alone,10,lambda b:p90(b['ttft']))
-        print(f'\n## {eng}: top band alone (8/s) TTFT p90 by policy: ' + ', '.join(f'{p} {v:.0f}' for p,v in sorted(a90.items())))
+        print(f'\n## {eng}: top band alone ({TOP}/s) TTFT p90 by policy: ' + ', '.join(f'{p} {v:.0f}' for p,v in sorted(a90.items())))
         print('| total rate | band-0 limit | top p90 ms (min–max over policies) | top p90 / alone (min / median / max) | policies within 1.2× | top p90 ≤ 1 s | top shed max | band 0 good / req | goodput |')
         print('|---|---|---|---|---|---|---|---|---|')
-        for tot in [32,64,96]:
-            for lim in ['none','0.6','0.4','0.2']:
+        for tot in TOTALS:
+            for lim in LIMS:
                 d=load(f'{base}/{eng}-{tot}-{lim}')
                 t90=perpol(d,10,lambda b:p90(b['ttft']))
                 ratio={p:t90[p]/a90[p] for p in t90}
@@ -62,15 +66,16 @@ def table(base):
 def flat(base):
     for eng in ['llamacpp','vllm']:
         alone=perpol(load(f'{base}/{eng}-alone'),10,lambda b:p90(b['ttft']))
-        print(f'\n{eng}: top-band p90 at 2x / 3x capacity against at capacity (32/s), same setting')
-        print('| band-0 limit | p90 @32 median (ms) | @64 / @32 (min / median / max) | @96 / @32 (min / median / max) | policies within 1.2× at both | @32 / alone median |')
+        c1,c2,c3=TOTALS[:3]
+        print(f'\n{eng}: top-band p90 at 2x / 3x capacity against at capacity ({c1}/s), same setting')
+        print(f'| band-0 limit | p90 @{c1} median (ms) | @{c2} / @{c1} (min / median / max) | @{c3} / @{c1} (min / median / max) | policies within 1.2× at both | @{c1} / alone median |')
         print('|---|---|---|---|---|---|')
-        for lim in ['none','0.6','0.4','0.2']:
-            t={tot:perpol(load(f'{base}/{eng}-{tot}-{lim}'),10,lambda b:p90(b['ttft'])) for tot in (32,64,96)}
-            r64=sorted(t[64][p]/t[32][p] for p in t[32]); r96=sorted(t[96][p]/t[32][p] for p in t[32])
-            ok=sum(1 for p in t[32] if t[64][p]/t[32][p]<=1.2 and t[96][p]/t[32][p]<=1.2)
-            ra=sorted(t[32][p]/alone[p] for p in t[32])
-            print(f'| {lim} | {st.median(t[32].values()):.0f} | {r64[0]:.2f} / {st.median(r64):.2f} / {r64[-1]:.2f} | {r96[0]:.2f} / {st.median(r96):.2f} / {r96[-1]:.2f} | {ok}/{len(r64)} | {st.median(ra):.2f} |')
+        for lim in LIMS:
+            t={tot:perpol(load(f'{base}/{eng}-{tot}-{lim}'),10,lambda b:p90(b['ttft'])) for tot in (c1,c2,c3)}
+            r64=sorted(t[c2][p]/t[c1][p] for p in t[c1]); r96=sorted(t[c3][p]/t[c1][p] for p in t[c1])
+            ok=sum(1 for p in t[c1] if t[c2][p]/t[c1][p]<=1.2 and t[c3][p]/t[c1][p]<=1.2)
+            ra=sorted(t[c1][p]/alone[p] for p in t[c1])
+            print(f'| {lim} | {st.median(t[c1].values()):.0f} | {r64[0]:.2f} / {st.median(r64):.2f} / {r64[-1]:.2f} | {r96[0]:.2f} / {st.median(r96):.2f} / {r96[-1]:.2f} | {ok}/{len(r64)} | {st.median(ra):.2f} |')
 
 if __name__=='__main__':
     table(sys.argv[1])
