@@ -21,7 +21,10 @@
 # router on Go's Transport to the replicas (upstream.client: net/http).
 # BENCH_ROUTER_B=BINARY adds another llm-ring binary's router on the same
 # configuration as the target llm-ring-b (a before/after pair measured in
-# the same rounds: build the other commit with go build -o BINARY).
+# the same rounds: build the other commit with go build -o BINARY);
+# ROUTER_B_ENV, e.g. "GOGC=off GOMEMLIMIT=460MiB", is more environment for
+# that router only (after ROUTER_GOGC and ROUTER_PROCS: it wins), so that
+# BENCH_ROUTER_B may also be this binary under other runtime settings.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 port=${BENCH_PORT:-19380}
@@ -62,7 +65,8 @@ if [ -n "${BENCH_NETHTTP_ROUTER:-}" ]; then
 fi
 if [ -n "${BENCH_ROUTER_B:-}" ]; then
 	sed -e "s#^listen: .*#listen: \"127.0.0.1:$((port + 8))\"#" "$tmp/router.yaml" >"$tmp/router-b.yaml"
-	env ${ROUTER_GOGC:+GOGC=$ROUTER_GOGC} ${ROUTER_PROCS:+GOMAXPROCS=$ROUTER_PROCS} "$BENCH_ROUTER_B" router --config "$tmp/router-b.yaml" >"$tmp/router-b.log" 2>&1 &
+	# shellcheck disable=SC2086 # ROUTER_B_ENV is a list of assignments
+	env ${ROUTER_GOGC:+GOGC=$ROUTER_GOGC} ${ROUTER_PROCS:+GOMAXPROCS=$ROUTER_PROCS} ${ROUTER_B_ENV:-} "$BENCH_ROUTER_B" router --config "$tmp/router-b.yaml" >"$tmp/router-b.log" 2>&1 &
 	pids+=($!)
 	targets+=(--target "llm-ring-b=http://127.0.0.1:$((port + 8))@$!")
 fi
