@@ -32,6 +32,7 @@ import (
 //	  work_limit: 0s             # that work limit as a duration; set, it wins over work_share
 //	  work_model: charges        # what the work counts: charges | inflight | backlog | prefill (the work ledger; docs/admission.md)
 //	  work_cached: expect        # the ledger's cached tokens of a request: expect (placement memory) | match (the prefix index) | min
+//	  work_target: 0             # (0, 1]: the score's thresholds loosen while the p90 from dispatch to first token stays below target × default_slo_ttft; 0: off
 type Admission struct {
 	Enabled             bool               `json:"enabled" cfg:"optional"`
 	QueueThreshold      float64            `json:"queue_threshold" cfg:"optional"`
@@ -42,6 +43,7 @@ type Admission struct {
 	WorkLimit           Duration           `json:"work_limit" cfg:"optional"`
 	WorkModel           string             `json:"work_model" cfg:"optional"`
 	WorkCached          string             `json:"work_cached" cfg:"optional"`
+	WorkTarget          float64            `json:"work_target" cfg:"optional"`
 	StaleAfter          Duration           `json:"stale_after" cfg:"optional"`
 	Limit               float64            `json:"limit" cfg:"optional"`
 	QueueCapacity       *int               `json:"queue_capacity" cfg:"optional"`
@@ -148,7 +150,7 @@ func (a Admission) Settings() (admission.Settings, error) {
 	if a.WorkModel != "" {
 		s.WorkModel = a.WorkModel
 	}
-	s.WorkCached = a.WorkCached
+	s.WorkCached, s.WorkTarget = a.WorkCached, a.WorkTarget
 	s.TokensPerMinute, s.FlowTokensPerMinute, s.FlowWeights = a.TokensPerMinute, a.FlowTokensPerMinute, a.FlowWeights
 	s.FlowGate = a.FlowGate
 	var err error
