@@ -197,7 +197,7 @@ func (a *admitter) decide(ctx context.Context, h http.Header, f *flight, table *
 	}
 	a.gauges()
 	a.mu.Unlock()
-	ad = admitted{on: true, id: it.ID, tokens: it.Tokens, priority: it.Priority, flow: it.Flow, pool: p}
+	ad = admitted{on: true, id: it.ID, arrived: it.Arrived, tokens: it.Tokens, priority: it.Priority, flow: it.Flow, pool: p}
 	switch v.Outcome {
 	case admission.Admitted:
 		a.outcomes.WithLabelValues("admitted").Inc()
@@ -216,6 +216,7 @@ func (a *admitter) decide(ctx context.Context, h http.Header, f *flight, table *
 type admitted struct {
 	on       bool
 	id       uint64 // the admission item's id: the work ledger's too
+	arrived  int64  // when it reached the router (ns; the work ledger's headroom)
 	tokens   int64  // charged to its flow's budget (the estimate)
 	queued   bool   // let go from the queue: pending until routed
 	priority int
@@ -352,6 +353,7 @@ func (a *admitter) routed(ad admitted, tk *state.Ticket, ok bool) {
 		l := ad.pool.c.Ledger()
 		expect := ad.pool.c.Expected(tk.ExpectCached, tk.Match()) // placement memory's, or the prefix index's (work_cached)
 		l.Dispatched(ad.id, tk.Replica.Name, l.Uncached(tk.Replica.Name, tk.EstPrompt, expect), expect, time.Now().UnixNano())
+		l.Arrived(ad.id, ad.arrived)                // its time to first token includes its wait in the queue (work_target)
 		ad.pool.c.Flow(ad.id, ad.priority, ad.flow) // its flow's count in flight (the flow gate)
 		a.mu.Unlock()
 	}

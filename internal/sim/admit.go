@@ -191,6 +191,7 @@ func (s *sim) admRouted(u int32) {
 	l := s.adm.c.Ledger()
 	expect := s.adm.c.Expected(tk.ExpectCached, tk.Match()) // placement memory's, or the prefix index's (work_cached)
 	l.Dispatched(ledgerID(us), tk.Replica.Name, l.Uncached(tk.Replica.Name, tk.EstPrompt, expect), expect, int64(s.now))
+	l.Arrived(ledgerID(us), int64(us.sent))      // its time to first token includes its wait in the queue (work_target)
 	s.adm.c.Flow(ledgerID(us), us.prio, us.flow) // its flow's count in flight (the flow gate)
 }
 
@@ -371,6 +372,6 @@ func admConfig(a *Admission) map[string]any {
 		"min_share": st.MinShare, "band_limits": st.BandLimits, "flow_weights": st.FlowWeights, "tokens_per_minute": st.TokensPerMinute,
 		"service_quantile": st.ServiceQuantile, "token_share": st.TokenShare,
 		"work_share": st.WorkShare, "work_model": st.WorkModel, "work_limit": time.Duration(st.WorkLimitNs).String(),
-		"flow_gate": st.FlowGate,
+		"flow_gate": st.FlowGate, "work_target": st.WorkTarget,
 	}
 }
