@@ -70,7 +70,7 @@ func (a *admissionFlags) apply(o *simOptions, set map[string]bool) error {
 			return fmt.Errorf("--admission-set %s: %w", kv, err)
 		}
 	}
-	adm := &sim.Admission{Settings: st, SLOTTFT: time.Duration(o.slo.TTFTMS * 1e6), HighShare: *a.highShare,
+	adm := &sim.Admission{Settings: st, SLOTTFT: time.Duration(o.slo.TTFTMS * 1e6), SLOTPOT: time.Duration(o.slo.TPOTMS * 1e6), HighShare: *a.highShare,
 		HighPriority: *a.highPriority, Tenants: *a.tenants, FloodShare: *a.floodShare, ShedStatus: shedStatus}
 	if err := adm.Validate(); err != nil {
 		return err

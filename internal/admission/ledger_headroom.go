@@ -25,7 +25,9 @@ import "math"
 // (Controller.Score), except a stale replica's 1. Never tighter than the
 // configured thresholds (m ≥ 1): where the times are above T the
 // configured setting is what admits. With no target (0) m stays 1. The
-// SLO shedding (Item.Service, the deadline) is unchanged.
+// SLO shedding (Item.Service, the deadline) is unchanged. An answer whose
+// time per output token is over the TPOT SLO takes m down as a late first
+// token does (the decode guard, Decoded; SetTPOT).
 
 // The tracker's constants: the quantile the target holds (the issue's
 // TTFT p90), the step per time over the target (5 %: from headroomMax
@@ -39,6 +41,7 @@ const (
 // headroom is a ledger's multiplier state.
 type headroom struct {
 	target int64   // T (ns); 0: off
+	tpot   int64   // the TPOT SLO (ns; 0: no decode guard)
 	m      float64 // the multiplier (1 until a time is seen)
 }
 
@@ -63,6 +66,30 @@ func (h *headroom) observe(ns int64) {
 	}
 	h.m = min(max(h.m, 1), headroomMax)
 }
+
+// decoded is the decode guard: an answer whose time per output token was
+// over the TPOT SLO counts as a late first token (m ← m · e^(−step)); one
+// within it changes nothing. The first token alone does not see a decode
+// batch too large to step in time (a loosened KV term lets it in): the
+// guard takes m down when answers say so. Later than a first token (an
+// answer ends seconds after it), so it only shrinks m, never grows it.
+func (h *headroom) decoded(tpotNs int64) {
+	if h.target <= 0 || h.tpot <= 0 || tpotNs <= h.tpot {
+		return
+	}
+	h.m = max(h.m*math.Exp(-headroomStep), 1)
+}
+
+// Decoded tells the ledger an answer's time per output token (ns: from its
+// first token to its end over its output tokens after the first; the
+// driver calls it for answers of more than one token): the headroom's
+// decode guard.
+func (l *Ledger) Decoded(tpotNs int64) { l.head.decoded(tpotNs) }
+
+// SetTPOT tells the controller the default TPOT SLO (ns; 0: none) its
+// driver gives requests: with a work target, an answer over it takes the
+// headroom down (Ledger.Decoded).
+func (c *Controller) SetTPOT(tpotNs int64) { c.ledger.head.tpot = max(tpotNs, 0) }
 
 // Headroom is the multiplier of the score's thresholds (1: none; see
 // above).

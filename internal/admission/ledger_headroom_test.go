@@ -123,3 +123,45 @@ func TestHeadroomScore(t *testing.T) {
 		t.Fatalf("no target: score %v headroom %v, want %v and 1", got, c2.Ledger().Headroom(), 2.5/3)
 	}
 }
+
+// TestHeadroomDecodeGuard: with a TPOT SLO (SetTPOT) an answer over it
+// takes the multiplier down by e^(−0.05), as a late first token does; one
+// within it, or any without a work target or a TPOT SLO, changes nothing;
+// m stays at least 1.
+func TestHeadroomDecodeGuard(t *testing.T) {
+	s := on()
+	s.WorkModel, s.WorkLimitNs, s.WorkTarget = WorkPrefill, 200*ms, 0.5
+	c := New(s)
+	c.SetSLO(sec)
+	l := c.Ledger()
+	l.head.m = 2
+	l.Decoded(150 * ms) // no TPOT SLO yet: no guard
+	if l.Headroom() != 2 {
+		t.Fatalf("without a TPOT SLO: m = %v, want 2", l.Headroom())
+	}
+	c.SetTPOT(100 * ms)
+	l.Decoded(100 * ms) // at the SLO: within
+	l.Decoded(50 * ms)
+	if l.Headroom() != 2 {
+		t.Fatalf("answers within the SLO: m = %v, want 2", l.Headroom())
+	}
+	l.Decoded(101 * ms)
+	if want := 2 * math.Exp(-0.05); !near(l.Headroom(), want) {
+		t.Fatalf("one answer over: m = %v, want %v", l.Headroom(), want)
+	}
+	for range 20 { // 2 × e^(−1) = 0.74: clamped to 1
+		l.Decoded(sec)
+	}
+	if l.Headroom() != 1 {
+		t.Fatalf("twenty over: m = %v, want 1", l.Headroom())
+	}
+	s.WorkTarget = 0 // no target: the guard is off too
+	c2 := New(s)
+	c2.SetSLO(sec)
+	c2.SetTPOT(100 * ms)
+	c2.Ledger().head.m = 1.5 // (a state the tracker would not reach without a target)
+	c2.Ledger().Decoded(sec)
+	if c2.Ledger().Headroom() != 1.5 {
+		t.Fatalf("no target: m = %v, want 1.5", c2.Ledger().Headroom())
+	}
+}

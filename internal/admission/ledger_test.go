@@ -231,8 +231,9 @@ func TestPropertyLedger(t *testing.T) {
 		}
 		c := New(s)
 		c.SetSLO(sec)
+		c.SetTPOT(100 * ms)
 		l := c.Ledger()
-		oracle := headroom{m: 1} // fed each request's first time from dispatch to first token
+		oracle := headroom{m: 1, tpot: 100 * ms} // fed each request's first time from dispatch to first token, and each answer's TPOT
 		oracle.setTarget(s.WorkTargetFor(sec))
 		type flight struct {
 			rep    string
@@ -304,6 +305,9 @@ func TestPropertyLedger(t *testing.T) {
 					break
 				}
 				l.Answered(id, f.rep, f.start, min(f.start+int64(rng.IntN(500))*ms, now), rng.IntN(1000)-1, rng.IntN(3000), now)
+				tpot := int64(rng.IntN(200)) * ms // its time per output token (the decode guard)
+				l.Decoded(tpot)
+				oracle.decoded(tpot)
 				delete(inflight, id)
 				order = append(order[:k], order[k+1:]...)
 			case op < 9:

@@ -110,6 +110,7 @@ func (a *admitter) pool(table *state.Table) *admPool {
 		p = &admPool{table: table, c: admission.NewShared(a.s, a.budgets)}
 		p.c.SetKVTokens(a.kv[table])
 		p.c.SetSLO(int64(a.cfg.DefaultSLOTTFT))
+		p.c.SetTPOT(int64(a.cfg.DefaultSLOTPOT))
 		a.pools[table] = p
 		a.order = append(a.order, p)
 	}
@@ -274,6 +275,9 @@ func (a *admitter) done(_ *http.Request, f *flight) {
 			cached = -1
 		}
 		l.Answered(f.adm.id, f.ticket.Replica.Name, start, first, cached, out.PromptN, now)
+		if out.TTFT > 0 && out.PredictedN > 1 { // its time per output token (the headroom's decode guard)
+			l.Decoded((now - first) / int64(out.PredictedN-1))
+		}
 	}
 	a.mu.Unlock()
 	a.kick(f.adm.pool)

@@ -64,3 +64,35 @@ func TestAdmissionHeadroomArrival(t *testing.T) {
 			head, hi, target*float64(slo.Milliseconds()), service1)
 	}
 }
+
+// TestAdmissionDecodeGuard: the simulator tells the ledger each answer's
+// time per output token (Ledger.Decoded) against the run's TPOT SLO. Two
+// requests of 32 output tokens, both first tokens well within a 5 s
+// target: m = e^(0.1/9); with a TPOT SLO of 1 ns both answers are over it
+// and take m back to 1; without one, m stays.
+func TestAdmissionDecodeGuard(t *testing.T) {
+	for _, tpot := range []time.Duration{0, time.Nanosecond} {
+		st := admSettings(4)
+		st.QueueThreshold, st.WorkModel, st.WorkLimitNs, st.WorkTarget = 100, admission.WorkPrefill, int64(time.Second), 0.5
+		sp, _ := burstSpec(2, &Admission{Settings: st, SLOTTFT: 10 * time.Second, SLOTPOT: tpot})
+		sp.Model.AnswerMin, sp.Model.AnswerMax = 32, 32
+		sp.Source.(fixed)[0].Turns[0].MaxTokens = 32
+		sp.Source.(fixed)[1].Turns[0].MaxTokens = 32
+		var rows rowsOf
+		s, err := newSim(&sp, &rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.loop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		s.finish()
+		want := math.Exp(0.1 / 9)
+		if tpot > 0 {
+			want = 1
+		}
+		if got := s.adm.c.Ledger().Headroom(); math.Abs(got-want) > 1e-12 {
+			t.Errorf("TPOT SLO %v: headroom %v, want %v", tpot, got, want)
+		}
+	}
+}
