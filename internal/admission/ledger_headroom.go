@@ -53,7 +53,8 @@ func (h *headroom) setTarget(ns int64) {
 	}
 }
 
-// observe updates the multiplier with one dispatch-to-first-token time.
+// observe updates the multiplier with one time to first token (from the
+// arrival, or the dispatch when none was told).
 func (h *headroom) observe(ns int64) {
 	if h.target <= 0 {
 		return

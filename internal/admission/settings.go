@@ -57,8 +57,9 @@ type Settings struct {
 	WorkCached string `json:"work_cached"`
 	// WorkTarget, in (0, 1], lets the score's thresholds loosen while the
 	// pool's first tokens come fast: the ledger keeps a multiplier m ≥ 1
-	// that holds the p90 of the times from dispatch to first token at
-	// WorkTarget × the default TTFT SLO, and the score is divided by it
+	// that holds the p90 of the admitted requests' times from arrival to
+	// first token at WorkTarget × the default TTFT SLO, and the score is
+	// divided by it; an answer over the TPOT SLO takes it down
 	// (ledger_headroom.go); 0 (the default): off.
 	WorkTarget float64 `json:"work_target"`
 	// StaleAfterNs: a report older than this makes its replica count as
