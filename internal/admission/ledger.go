@@ -59,13 +59,20 @@ type Ledger struct {
 	// model is the controller's work model: Service's work ahead is the
 	// prefill model's (ledger_prefill.go) with WorkPrefill, else the backlog.
 	model string
+	// head is the score's headroom from the first tokens' times
+	// (ledger_headroom.go; Settings.WorkTarget).
+	head headroom
 }
 
 type ledgerEntry struct {
-	rep    int
-	seq    uint64 // its prefill's number at its replica
-	tokens int64
-	expect int // the cached tokens the pick expected (Uncached's argument)
+	rep   int
+	seq   uint64 // its prefill's number at its replica
+	start int64  // when it was dispatched
+	// arrived is when it reached the router (Arrived; its dispatch until
+	// told): the headroom's times run from it (ledger_headroom.go).
+	arrived int64
+	tokens  int64
+	expect  int // the cached tokens the pick expected (Uncached's argument)
 	// class is its band and flow, once tagged (Controller.Flow).
 	class   flowKey
 	classed bool
@@ -113,7 +120,7 @@ const ledgerRecs = 4 * LedgerWindow
 
 // NewLedger returns an empty ledger.
 func NewLedger() *Ledger {
-	return &Ledger{reqs: map[uint64]ledgerEntry{}, byName: map[string]int{}}
+	return &Ledger{reqs: map[uint64]ledgerEntry{}, byName: map[string]int{}, head: headroom{m: 1}}
 }
 
 func (l *Ledger) rep(name string) *repWork {
@@ -277,7 +284,7 @@ func (l *Ledger) Dispatched(id uint64, replica string, tokens int64, expectCache
 	w.prefilling += tokens
 	w.backlog += float64(tokens)
 	seq := w.record(prefill{start: now, state: pending})
-	l.reqs[id] = ledgerEntry{rep: l.byName[replica], seq: seq, tokens: tokens, expect: max(expectCached, 0)}
+	l.reqs[id] = ledgerEntry{rep: l.byName[replica], seq: seq, start: now, arrived: now, tokens: tokens, expect: max(expectCached, 0)}
 }
 
 // Ended removes request id's entry (answered, failed or cancelled); false

@@ -28,7 +28,8 @@ package admission
 // (Ticket.Match), or the smaller.
 
 // First records that request id's first token came at now: its tokens
-// leave its replica's prefilling sum and, with WorkPrefill, its prefill
+// leave its replica's prefilling sum, its time from arrival (Arrived)
+// teaches the headroom (Settings.WorkTarget) and, with WorkPrefill, its prefill
 // teaches the rate. False when it has no entry or its first token came
 // already (a driver may tell it twice; it counts once).
 func (l *Ledger) First(id uint64, now int64) bool {
@@ -38,6 +39,7 @@ func (l *Ledger) First(id uint64, now int64) bool {
 	}
 	e.prefilled = true
 	l.reqs[id] = e
+	l.head.observe(now - e.arrived) // its time to first token (ledger_headroom.go)
 	w := l.reps[e.rep]
 	w.prefilling -= e.tokens
 	if l.model == WorkPrefill {

@@ -217,6 +217,7 @@ func TestScoreFromLedger(t *testing.T) {
 // twice, some never before the answer); at the end nothing is left.
 func TestPropertyLedger(t *testing.T) {
 	names := []string{"a", "b", "c"}
+	loosened := 0 // steps with the headroom above 1 (the option is exercised)
 	for seed := uint64(1); seed <= 20; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 11))
 		s := on()
@@ -225,8 +226,15 @@ func TestPropertyLedger(t *testing.T) {
 		if seed%2 == 0 { // the flow gate, from none to always
 			s.FlowGate = float64(rng.IntN(11)) / 10
 		}
+		if seed%3 == 0 { // the headroom, at a target of 0.1–1 of a 1 s SLO
+			s.WorkTarget = float64(1+rng.IntN(10)) / 10
+		}
 		c := New(s)
+		c.SetSLO(sec)
+		c.SetTPOT(100 * ms)
 		l := c.Ledger()
+		oracle := headroom{m: 1, tpot: 100 * ms} // fed each request's first time from dispatch to first token, and each answer's TPOT
+		oracle.setTarget(s.WorkTargetFor(sec))
 		type flight struct {
 			rep    string
 			tokens int64
@@ -289,11 +297,17 @@ func TestPropertyLedger(t *testing.T) {
 					if got := c.FirstToken(id, now); got != (!f.first && s.WorkModel == WorkPrefill) {
 						t.Fatalf("seed %d: request %d's first token (again: %v) freed %v", seed, id, f.first, got)
 					}
+					if !f.first {
+						oracle.observe(now - f.start)
+					}
 					f.first = true
 					inflight[id] = f
 					break
 				}
 				l.Answered(id, f.rep, f.start, min(f.start+int64(rng.IntN(500))*ms, now), rng.IntN(1000)-1, rng.IntN(3000), now)
+				tpot := int64(rng.IntN(200)) * ms // its time per output token (the decode guard)
+				l.Decoded(tpot)
+				oracle.decoded(tpot)
 				delete(inflight, id)
 				order = append(order[:k], order[k+1:]...)
 			case op < 9:
@@ -324,6 +338,11 @@ func TestPropertyLedger(t *testing.T) {
 					}
 				}
 			}
+			if h := l.Headroom(); h < 1 || h > headroomMax || !near(h, oracle.m) {
+				t.Fatalf("seed %d: headroom %v, want %v in [1, %v]", seed, h, oracle.m, headroomMax)
+			} else if h > 1 {
+				loosened++
+			}
 			ledgerAgrees(t, seed, c, l, names, now, next, len(order), sums)
 		}
 		for _, id := range order {
@@ -339,6 +358,9 @@ func TestPropertyLedger(t *testing.T) {
 		if uint64(len(ends)) != next || l.InFlight() != 0 {
 			t.Fatalf("seed %d: %d of %d requests ended, %d ledger entries left", seed, len(ends), next, l.InFlight())
 		}
+	}
+	if loosened == 0 {
+		t.Fatalf("the headroom never rose above 1: the work target is not exercised")
 	}
 }
 

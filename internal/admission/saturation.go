@@ -37,23 +37,29 @@ func replicaScore(row *policy.Row, now int64, s *Settings, pending float64) floa
 	if stale(row, now, s) {
 		return 1
 	}
+	queue, memory := replicaTerms(row, s, pending)
+	return max(queue, memory)
+}
+
+// replicaTerms are a fresh replica's queue term and its memory terms (KV
+// use, in-flight tokens against TokenCapacity), 0 where off.
+func replicaTerms(row *policy.Row, s *Settings, pending float64) (queue, memory float64) {
 	rep := &row.Reported
-	score := 0.0
 	inFlight := float64(row.Load.Requests) + pending
 	waiting := inFlight - 1 // what an unreporting replica surely queues
 	if rep.HasQueue {
 		waiting = max(rep.Waiting, inFlight-rep.Running)
 	}
 	if waiting > 0 {
-		score = waiting / s.QueueThreshold
+		queue = waiting / s.QueueThreshold
 	}
 	if rep.HasKV {
-		score = max(score, rep.KVUse/s.KVThreshold)
+		memory = rep.KVUse / s.KVThreshold
 	}
 	if s.TokenCapacity > 0 {
-		score = max(score, float64(row.Load.Tokens)/float64(s.TokenCapacity))
+		memory = max(memory, float64(row.Load.Tokens)/float64(s.TokenCapacity))
 	}
-	return score
+	return queue, memory
 }
 
 // stale reports whether row's last report is too old: it scores 1.
@@ -70,20 +76,26 @@ func stale(row *policy.Row, now int64, s *Settings) bool {
 // Controller's Score takes it from its ledger when the work model is one
 // of the ledger's (ledger.go).
 func PoolScore(v *policy.View, s *Settings, pending int) float64 {
-	return poolScore(v, s, pending, nil)
+	return poolScore(v, s, pending, nil, 1)
 }
 
 // Score is the pool's saturation score (PoolScore) with the work term of
 // the controller's work model: the charges' at the learned per-request
 // rate, or the ledger's (WorkInflight, WorkBacklog).
+//
+// With a work target (Settings.WorkTarget) every replica's score but a
+// stale one's is divided by the ledger's headroom (ledger_headroom.go):
+// the thresholds loosen while the pool's first tokens come within the
+// target.
 func (c *Controller) Score(v *policy.View, pending int) float64 {
+	head := c.ledger.Headroom()
 	if c.s.workCharges() {
-		return poolScore(v, &c.s, pending, nil)
+		return poolScore(v, &c.s, pending, nil, head)
 	}
-	return poolScore(v, &c.s, pending, c.ledger)
+	return poolScore(v, &c.s, pending, c.ledger, head)
 }
 
-func poolScore(v *policy.View, s *Settings, pending int, led *Ledger) float64 {
+func poolScore(v *policy.View, s *Settings, pending int, led *Ledger, head float64) float64 {
 	n := 0
 	for r := range v.Rows {
 		if !v.Excluded(r) {
@@ -107,17 +119,25 @@ func poolScore(v *policy.View, s *Settings, pending int, led *Ledger) float64 {
 			continue
 		}
 		row := &v.Rows[r]
-		score := replicaScore(row, v.Now, s, float64(pending)/float64(n))
+		if stale(row, v.Now, s) { // a stale replica scores 1, whatever its work
+			sum++
+			continue
+		}
+		queue, memory := replicaTerms(row, s, float64(pending)/float64(n))
+		work := 0.0
 		switch {
-		case s.WorkLimitNs <= 0 || stale(row, v.Now, s): // a stale replica scores 1, whatever its work
+		case s.WorkLimitNs <= 0:
 		case led != nil:
 			if ns, ok := led.Work(v.Names[r], s.WorkModel, v.Now, mean); ok {
-				score = max(score, ns/float64(s.WorkLimitNs))
+				work = ns / float64(s.WorkLimitNs)
 			}
 		default:
-			score = max(score, workTerm(row.Load.Tokens, row.Speed.Prefill, mean, s.WorkLimitNs))
+			work = workTerm(row.Load.Tokens, row.Speed.Prefill, mean, s.WorkLimitNs)
 		}
-		sum += score
+		if head > 1 { // the headroom: every threshold loosened (ledger_headroom.go)
+			queue, memory, work = queue/head, memory/head, work/head
+		}
+		sum += max(queue, memory, work)
 	}
 	return sum / float64(n)
 }

@@ -55,6 +55,13 @@ type Settings struct {
 	// match on the picked replica (Ticket.Match); CachedMin ("min"), the
 	// smaller of the two.
 	WorkCached string `json:"work_cached"`
+	// WorkTarget, in (0, 1], lets the score's thresholds loosen while the
+	// pool's first tokens come fast: the ledger keeps a multiplier m ≥ 1
+	// that holds the p90 of the admitted requests' times from arrival to
+	// first token at WorkTarget × the default TTFT SLO, and the score is
+	// divided by it; an answer over the TPOT SLO takes it down
+	// (ledger_headroom.go); 0 (the default): off.
+	WorkTarget float64 `json:"work_target"`
 	// StaleAfterNs: a report older than this makes its replica count as
 	// saturated (GIE: stale metrics are 100 % saturated). Default 2 s, ten
 	// intervals of the shipped 200 ms scrape.
@@ -172,6 +179,7 @@ func (s *Settings) Validate() error {
 		"work_model: must be %q, %q, %q or %q, got %q", WorkCharges, WorkInflight, WorkBacklog, WorkPrefill, s.WorkModel)
 	check(s.WorkCached == "" || s.WorkCached == CachedExpect || s.WorkCached == CachedMatch || s.WorkCached == CachedMin,
 		"work_cached: must be %q, %q or %q, got %q", CachedExpect, CachedMatch, CachedMin, s.WorkCached)
+	check(s.WorkTarget >= 0 && s.WorkTarget <= 1, "work_target: must be in [0, 1], got %v", s.WorkTarget)
 	check(s.StaleAfterNs > 0, "stale_after: must be > 0, got %dns", s.StaleAfterNs)
 	check(s.Limit > 0 && !math.IsInf(s.Limit, 0), "limit: must be > 0, got %v", s.Limit)
 	check(s.QueueCapacity >= 0, "queue_capacity: must be ≥ 0, got %d", s.QueueCapacity)

@@ -42,11 +42,13 @@ func (s *Settings) WorkLimitFor(sloNs int64) int64 {
 // SetSLO tells the controller the default TTFT SLO (ns; 0: none) its
 // driver gives a request that names none: the work limit its saturation
 // score uses (Settings().WorkLimitNs) becomes WorkLimitFor(sloNs) of the
-// settings it was made with. A configured work_limit is kept.
+// settings it was made with. A configured work_limit is kept. The
+// headroom's target (WorkTargetFor, ledger_headroom.go) follows the SLO.
 func (c *Controller) SetSLO(sloNs int64) {
 	base := c.s
 	base.WorkLimitNs = c.workLimit
 	c.s.WorkLimitNs = base.WorkLimitFor(sloNs)
+	c.ledger.head.setTarget(c.s.WorkTargetFor(sloNs))
 }
 
 // workTerm is row's work score: Load.Tokens ÷ rate in seconds, against

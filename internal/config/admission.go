@@ -32,6 +32,8 @@ import (
 //	  work_limit: 0s             # that work limit as a duration; set, it wins over work_share
 //	  work_model: charges        # what the work counts: charges | inflight | backlog | prefill (the work ledger; docs/admission.md)
 //	  work_cached: expect        # the ledger's cached tokens of a request: expect (placement memory) | match (the prefix index) | min
+//	  work_target: 0             # (0, 1]: the score's thresholds loosen while the p90 from arrival to first token stays below target × default_slo_ttft; 0: off
+//	  default_slo_tpot: 0s       # with work_target: an answer whose time per output token is over it tightens them again (0: no such guard)
 type Admission struct {
 	Enabled             bool               `json:"enabled" cfg:"optional"`
 	QueueThreshold      float64            `json:"queue_threshold" cfg:"optional"`
@@ -42,6 +44,7 @@ type Admission struct {
 	WorkLimit           Duration           `json:"work_limit" cfg:"optional"`
 	WorkModel           string             `json:"work_model" cfg:"optional"`
 	WorkCached          string             `json:"work_cached" cfg:"optional"`
+	WorkTarget          float64            `json:"work_target" cfg:"optional"`
 	StaleAfter          Duration           `json:"stale_after" cfg:"optional"`
 	Limit               float64            `json:"limit" cfg:"optional"`
 	QueueCapacity       *int               `json:"queue_capacity" cfg:"optional"`
@@ -58,6 +61,7 @@ type Admission struct {
 	Objectives          map[string]int     `json:"objectives" cfg:"optional"`
 	DefaultPriority     int                `json:"default_priority" cfg:"optional"`
 	DefaultSLOTTFT      Duration           `json:"default_slo_ttft" cfg:"optional"`
+	DefaultSLOTPOT      Duration           `json:"default_slo_tpot" cfg:"optional"`
 	ServiceFloor        Duration           `json:"service_floor" cfg:"optional"`
 	ServiceQuantile     float64            `json:"service_quantile" cfg:"optional"`
 	Headers             AdmissionHeaders   `json:"headers" cfg:"optional"`
@@ -148,7 +152,7 @@ func (a Admission) Settings() (admission.Settings, error) {
 	if a.WorkModel != "" {
 		s.WorkModel = a.WorkModel
 	}
-	s.WorkCached = a.WorkCached
+	s.WorkCached, s.WorkTarget = a.WorkCached, a.WorkTarget
 	s.TokensPerMinute, s.FlowTokensPerMinute, s.FlowWeights = a.TokensPerMinute, a.FlowTokensPerMinute, a.FlowWeights
 	s.FlowGate = a.FlowGate
 	var err error
@@ -198,6 +202,9 @@ func (a Admission) Validate() error {
 	}
 	if a.DefaultSLOTTFT < 0 {
 		errs = append(errs, fmt.Errorf("admission.default_slo_ttft: must be ≥ 0, got %s", time.Duration(a.DefaultSLOTTFT)))
+	}
+	if a.DefaultSLOTPOT < 0 {
+		errs = append(errs, fmt.Errorf("admission.default_slo_tpot: must be ≥ 0, got %s", time.Duration(a.DefaultSLOTPOT)))
 	}
 	for name := range a.Objectives {
 		if strings.TrimSpace(name) == "" {

@@ -110,6 +110,7 @@ func (a *admitter) pool(table *state.Table) *admPool {
 		p = &admPool{table: table, c: admission.NewShared(a.s, a.budgets)}
 		p.c.SetKVTokens(a.kv[table])
 		p.c.SetSLO(int64(a.cfg.DefaultSLOTTFT))
+		p.c.SetTPOT(int64(a.cfg.DefaultSLOTPOT))
 		a.pools[table] = p
 		a.order = append(a.order, p)
 	}
@@ -197,7 +198,7 @@ func (a *admitter) decide(ctx context.Context, h http.Header, f *flight, table *
 	}
 	a.gauges()
 	a.mu.Unlock()
-	ad = admitted{on: true, id: it.ID, tokens: it.Tokens, priority: it.Priority, flow: it.Flow, pool: p}
+	ad = admitted{on: true, id: it.ID, arrived: it.Arrived, tokens: it.Tokens, priority: it.Priority, flow: it.Flow, pool: p}
 	switch v.Outcome {
 	case admission.Admitted:
 		a.outcomes.WithLabelValues("admitted").Inc()
@@ -216,6 +217,7 @@ func (a *admitter) decide(ctx context.Context, h http.Header, f *flight, table *
 type admitted struct {
 	on       bool
 	id       uint64 // the admission item's id: the work ledger's too
+	arrived  int64  // when it reached the router (ns; the work ledger's headroom)
 	tokens   int64  // charged to its flow's budget (the estimate)
 	queued   bool   // let go from the queue: pending until routed
 	priority int
@@ -273,6 +275,9 @@ func (a *admitter) done(_ *http.Request, f *flight) {
 			cached = -1
 		}
 		l.Answered(f.adm.id, f.ticket.Replica.Name, start, first, cached, out.PromptN, now)
+		if out.TTFT > 0 && out.PredictedN > 1 { // its time per output token (the headroom's decode guard)
+			l.Decoded((now - first) / int64(out.PredictedN-1))
+		}
 	}
 	a.mu.Unlock()
 	a.kick(f.adm.pool)
@@ -352,6 +357,7 @@ func (a *admitter) routed(ad admitted, tk *state.Ticket, ok bool) {
 		l := ad.pool.c.Ledger()
 		expect := ad.pool.c.Expected(tk.ExpectCached, tk.Match()) // placement memory's, or the prefix index's (work_cached)
 		l.Dispatched(ad.id, tk.Replica.Name, l.Uncached(tk.Replica.Name, tk.EstPrompt, expect), expect, time.Now().UnixNano())
+		l.Arrived(ad.id, ad.arrived)                // its time to first token includes its wait in the queue (work_target)
 		ad.pool.c.Flow(ad.id, ad.priority, ad.flow) // its flow's count in flight (the flow gate)
 		a.mu.Unlock()
 	}

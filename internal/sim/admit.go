@@ -27,6 +27,9 @@ type Admission struct {
 	// SLOTTFT gives every request a deadline: arrival + SLOTTFT (0: none;
 	// then a request waits at most Settings.MaxWaitNs).
 	SLOTTFT time.Duration
+	// SLOTPOT is the TPOT SLO the headroom's decode guard holds answers to
+	// (Controller.SetTPOT; 0: none).
+	SLOTPOT time.Duration
 	// HighShare of the conversations are in band HighPriority; the others
 	// in band 0.
 	HighShare    float64
@@ -65,6 +68,9 @@ func (a *Admission) Validate() error {
 	}
 	if a.SLOTTFT < 0 {
 		errs = append(errs, fmt.Errorf("admission slo-ttft: must not be negative, got %v", a.SLOTTFT))
+	}
+	if a.SLOTPOT < 0 {
+		errs = append(errs, fmt.Errorf("admission slo-tpot: must not be negative, got %v", a.SLOTPOT))
 	}
 	if !(a.HighShare >= 0 && a.HighShare <= 1) {
 		errs = append(errs, fmt.Errorf("admission high-share: must be in [0, 1], got %v", a.HighShare))
@@ -136,6 +142,7 @@ func newAdmState(a *Admission, m model.Config) *admState {
 	c := admission.New(a.Settings)
 	c.SetKVTokens(admKVTokens(m))
 	c.SetSLO(int64(a.SLOTTFT))
+	c.SetTPOT(int64(a.SLOTPOT))
 	return &admState{spec: a, c: c, shed: map[admission.Reason]int64{}}
 }
 
@@ -191,6 +198,7 @@ func (s *sim) admRouted(u int32) {
 	l := s.adm.c.Ledger()
 	expect := s.adm.c.Expected(tk.ExpectCached, tk.Match()) // placement memory's, or the prefix index's (work_cached)
 	l.Dispatched(ledgerID(us), tk.Replica.Name, l.Uncached(tk.Replica.Name, tk.EstPrompt, expect), expect, int64(s.now))
+	l.Arrived(ledgerID(us), int64(us.sent))      // its time to first token includes its wait in the queue (work_target)
 	s.adm.c.Flow(ledgerID(us), us.prio, us.flow) // its flow's count in flight (the flow gate)
 }
 
@@ -233,6 +241,9 @@ func (s *sim) admAnswered(us *user, res *model.Result, at time.Duration) {
 	}
 	l := s.adm.c.Ledger()
 	l.Answered(ledgerID(us), us.ticket.Replica.Name, int64(us.sent+us.wait), int64(first), res.CacheN, res.PromptN, int64(at))
+	if us.ttft > 0 && res.PredictedN > 1 { // its time per output token (the headroom's decode guard)
+		l.Decoded(int64(at-first) / int64(res.PredictedN-1))
+	}
 	if us.ttft > 0 { // from dispatch: less the wait in the queue
 		s.adm.c.ObserveService(int64(us.ttft-us.wait), int64(at))
 	}
@@ -366,11 +377,11 @@ func admConfig(a *Admission) map[string]any {
 		"queue_capacity": st.QueueCapacity, "queue_threshold": st.QueueThreshold, "kv_threshold": st.KVThreshold,
 		"token_capacity": st.TokenCapacity, "limit": st.Limit, "max_wait": time.Duration(st.MaxWaitNs).String(),
 		"service_floor": time.Duration(st.ServiceFloorNs).String(),
-		"order":         st.Order, "slo_ttft": a.SLOTTFT.String(), "high_share": a.HighShare, "high_priority": a.HighPriority,
+		"order":         st.Order, "slo_ttft": a.SLOTTFT.String(), "slo_tpot": a.SLOTPOT.String(), "high_share": a.HighShare, "high_priority": a.HighPriority,
 		"tenants": a.Tenants, "flood_share": a.FloodShare, "shed_status": a.status(),
 		"min_share": st.MinShare, "band_limits": st.BandLimits, "flow_weights": st.FlowWeights, "tokens_per_minute": st.TokensPerMinute,
 		"service_quantile": st.ServiceQuantile, "token_share": st.TokenShare,
 		"work_share": st.WorkShare, "work_model": st.WorkModel, "work_limit": time.Duration(st.WorkLimitNs).String(),
-		"flow_gate": st.FlowGate,
+		"flow_gate": st.FlowGate, "work_target": st.WorkTarget,
 	}
 }
