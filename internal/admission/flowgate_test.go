@@ -10,19 +10,20 @@ type gateRig struct {
 	ids  map[string]uint64
 	name map[uint64]string
 	now  int64
+	step int64 // the time between two offers (ms unless set)
 }
 
 func newGateRig(t *testing.T, gate float64, weights map[string]float64) *gateRig {
 	s := on()
 	s.FlowGate, s.QueueCapacity, s.FlowWeights = gate, 10, weights
-	return &gateRig{t: t, c: New(s), ids: map[string]uint64{}, name: map[uint64]string{}}
+	return &gateRig{t: t, c: New(s), ids: map[string]uint64{}, name: map[uint64]string{}, step: ms}
 }
 
 // offer offers request n (its flow is n's first letter) at score and
 // checks the outcome.
 func (g *gateRig) offer(n string, score float64, want Outcome) {
 	g.t.Helper()
-	g.now += ms
+	g.now += g.step
 	id := uint64(len(g.ids) + 1)
 	g.ids[n], g.name[id] = id, n
 	it := Item{ID: id, Flow: n[:1], Arrived: g.now}
@@ -158,5 +159,51 @@ func TestFlowUntagged(t *testing.T) {
 	c.Ledger().Dispatched(1, "r", 10, 0, 0) // the id reused: the old entry ends
 	if c.FlowInFlight(0, "a") != 0 {
 		t.Fatalf("%d in flight after the reuse, want 0", c.FlowInFlight(0, "a"))
+	}
+}
+
+// TestFlowGateNoCredit: a flow passed over by the gate saves no credit.
+// f has 3 in flight; f4–f6 and a1–a3 wait (tags 0). At 0.6 (gate 0.5) f is
+// over (3·2 > N) while a1, a2, a3 go: the virtual time reaches 2 and f's
+// tag is brought up to it each time it is passed over. Then f4 (f not
+// over: 3·2 ≤ 6; tag 2 → 3), a4 arrives (tag max(3, 2) = 3); below the
+// gate fair queuing alternates: f5 (tag 3, activated first), a4, f6. Had
+// f kept its tag 0 it would have gone f5, f6 (tags 1, 2) before a4.
+func TestFlowGateNoCredit(t *testing.T) {
+	g := newGateRig(t, 0.5, nil)
+	for _, n := range []string{"f1", "f2", "f3"} {
+		g.offer(n, 0.2, Admitted)
+	}
+	for _, n := range []string{"f4", "f5", "f6", "a1", "a2", "a3"} {
+		g.offer(n, 1.0, Queued)
+	}
+	g.dispatch(0.6, "a1", "a2", "a3", "f4")
+	g.offer("a4", 1.0, Queued)
+	g.dispatch(0.2, "f5", "a4", "f6")
+}
+
+// TestFlowGateExpectedWait: while the gate applies, a flow under its share
+// does not count the waiting requests of a flow over its share as ahead of
+// it (the dispatch passes them over). f1–f3 and b1 go at once 1 ms apart
+// (the interval between admissions: 1 ms); f4–f6 wait. f: 3·2 > 4, over.
+// A request of a: at 0.6 nothing is ahead, (0 + 1) × 1 ms; below the gate
+// fair queuing serves one of f's first, (1 + 1) × 1 ms; f's own: its 3
+// waiting, (3 + 1) × 1 ms, gate or not.
+func TestFlowGateExpectedWait(t *testing.T) {
+	g := newGateRig(t, 0.5, nil)
+	for _, n := range []string{"f1", "f2", "f3", "b1"} {
+		g.offer(n, 0.2, Admitted)
+	}
+	for _, n := range []string{"f4", "f5", "f6"} {
+		g.offer(n, 1.0, Queued)
+	}
+	for _, c := range []struct {
+		flow  string
+		score float64
+		want  int64
+	}{{"a", 0.6, ms}, {"a", 0.2, 2 * ms}, {"f", 0.6, 4 * ms}, {"f", 0.2, 4 * ms}} {
+		if got := g.c.expectedWait(0, c.flow, c.score); got != c.want {
+			t.Fatalf("%s at %v: expected wait %d, want %d", c.flow, c.score, got, c.want)
+		}
 	}
 }

@@ -188,13 +188,13 @@ func (c *Controller) OfferScore(it Item, now int64, score float64) (v Verdict, d
 		c.pace(now)
 		return Verdict{Outcome: Admitted}, Item{}, false
 	}
-	if it.Deadline > 0 && now+c.expectedWait(it.Priority, it.Flow)+c.service(&it) > it.Deadline {
-		return Verdict{Outcome: Shed, Reason: Deadline, RetryAfterNs: c.expectedWait(it.Priority, it.Flow)}, Item{}, false
+	if it.Deadline > 0 && now+c.expectedWait(it.Priority, it.Flow, score)+c.service(&it) > it.Deadline {
+		return Verdict{Outcome: Shed, Reason: Deadline, RetryAfterNs: c.expectedWait(it.Priority, it.Flow, score)}, Item{}, false
 	}
 	if !c.fits(&it) {
 		victim := c.victim(&it, now)
 		if victim == nil {
-			return Verdict{Outcome: Shed, Reason: QueueFull, RetryAfterNs: c.expectedWait(it.Priority, it.Flow)}, Item{}, false
+			return Verdict{Outcome: Shed, Reason: QueueFull, RetryAfterNs: c.expectedWait(it.Priority, it.Flow, score)}, Item{}, false
 		}
 		displaced, ok = victim.it, true
 		c.remove(victim)
@@ -278,6 +278,7 @@ func (c *Controller) DispatchScore(now int64, score float64) (Item, bool) {
 	e := f.items[0]
 	b.vtime = f.tag
 	f.tag += 1 / f.weight
+	c.forfeit(b, f, score)
 	c.remove(e)
 	c.admit(&e.it, now)
 	c.recordDispatch(b.priority, now)
