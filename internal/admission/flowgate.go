@@ -107,6 +107,9 @@ func (c *Controller) gated(p int, score float64) bool {
 // over reports whether flow fl of band p is above its fair share of the
 // band's requests in flight (see the top of the file).
 func (c *Controller) over(p int, fl string) bool {
+	if c.rateOn() {
+		return c.rateOver(p, fl)
+	}
 	k := flowKey{p, fl}
 	f := c.ledger.flows[k]
 	if f == nil {

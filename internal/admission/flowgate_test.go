@@ -1,6 +1,9 @@
 package admission
 
-import "testing"
+import (
+	"math"
+	"testing"
+)
 
 // gateRig drives a controller as the drivers do: an admitted request is
 // routed (a ledger entry tagged with its band and flow); names give ids.
@@ -180,6 +183,109 @@ func TestFlowGateNoCredit(t *testing.T) {
 	g.dispatch(0.6, "a1", "a2", "a3", "f4")
 	g.offer("a4", 1.0, Queued)
 	g.dispatch(0.2, "f5", "a4", "f6")
+}
+
+func newRateRig(t *testing.T, gate float64, weights map[string]float64) *gateRig {
+	g := newGateRig(t, gate, weights)
+	s := g.c.s
+	s.FlowShare = FlowShareRate
+	g.c, g.step = New(s), 0 // one instant: the counts are not decayed
+	return g
+}
+
+// TestFlowRate: the rate share at one instant (no decay), gate 0.5. f1–f4
+// go below the gate (f: 4 offers, 4 admissions). Saturated, a1, a2, b1,
+// f5, f6 wait (offers a 2, b 1, f 6). Water-filling A admissions over the
+// demands (b 1, a 2, f 6): A 4 → b 1, a 1.5, f 1.5: f is over (4 − 1.5 >
+// 1); at 0.6 a1 goes (tags: a first), A 5 → b 1, a 2, f 2: f still over
+// (2 > 1), b1 goes; A 6 → b 1, a 2, f 3: f is not over (4 − 3 = 1), f5
+// (tag 0) before a2 (tag 1); A 7 → f 4 (5 − 4 = 1): a2 (tag 1, before
+// f's 1 by activation), f6. With the in-flight share f stays over (4 in
+// flight against an equal part) and the queue stops after a2.
+func TestFlowRate(t *testing.T) {
+	for _, rate := range []bool{true, false} {
+		g := newGateRig(t, 0.5, nil)
+		if rate {
+			g = newRateRig(t, 0.5, nil)
+		}
+		for _, n := range []string{"f1", "f2", "f3", "f4"} {
+			g.offer(n, 0.2, Admitted)
+		}
+		for _, n := range []string{"a1", "a2", "b1", "f5", "f6"} {
+			g.offer(n, 1.0, Queued)
+		}
+		if !rate {
+			g.dispatch(0.6, "a1", "b1", "a2")
+			continue
+		}
+		if a, s := g.c.RateShare(0, "f"); a != 4 || s != 1.5 {
+			t.Fatalf("f: %v admissions, share %v; want 4, 1.5", a, s)
+		}
+		g.dispatch(0.6, "a1", "b1", "f5", "a2", "f6")
+		if a, s := g.c.RateShare(0, "f"); a != 6 || s != 6 { // A 9: b 1, a 2, f 6
+			t.Fatalf("f after: %v admissions, share %v; want 6, 6", a, s)
+		}
+	}
+}
+
+// TestFlowRateAtOnce: a light flow that asks for less than an equal part
+// does not hold the flooder back. Gate 0.5, at 0.6 throughout: a1 (a: 1
+// offer, 1 admission), then f1…f6: f's share is A − 1 (a asked for 1), so
+// f is never more than one over and every request goes at once (with the
+// in-flight share f waits from f2: 1·2 ≤ 2, then 2·2 > 3).
+func TestFlowRateAtOnce(t *testing.T) {
+	g := newRateRig(t, 0.5, nil)
+	g.offer("a1", 0.6, Admitted)
+	for _, n := range []string{"f1", "f2", "f3", "f4", "f5", "f6"} {
+		g.offer(n, 0.6, Admitted)
+	}
+	g = newGateRig(t, 0.5, nil)
+	g.offer("a1", 0.6, Admitted)
+	g.offer("f1", 0.6, Admitted)
+	g.offer("f2", 0.6, Admitted)
+	g.offer("f3", 0.6, Queued)
+}
+
+// TestFlowRateWeights: f weighs 3, a 1. f1–f3 and a1 go below the gate;
+// f4, f5, a2, a3 wait (offers f 5, a 3; per weight f 5/3 < a 3, so f is
+// filled first): A 4 → f min(5, 4·3/4) = 3, a 1: neither over. At 0.6
+// weighted fair queuing decides: f4 (tag 0, activated first; f's tag
+// → 1/3), a2 (0 → 1), f5 (1/3), a3; no flow is ever over (A 5: f 3.75,
+// a 1.25; A 6: f 4.5, a 1.5 against a's 2 admissions: 0.5 ≤ 1).
+func TestFlowRateWeights(t *testing.T) {
+	g := newRateRig(t, 0.5, map[string]float64{"f": 3})
+	for _, n := range []string{"f1", "f2", "f3", "a1"} {
+		g.offer(n, 0.2, Admitted)
+	}
+	for _, n := range []string{"f4", "f5", "a2", "a3"} {
+		g.offer(n, 1.0, Queued)
+	}
+	if a, s := g.c.RateShare(0, "a"); a != 1 || s != 1 {
+		t.Fatalf("a: %v admissions, share %v; want 1, 1", a, s)
+	}
+	g.dispatch(0.6, "f4", "a2", "f5", "a3")
+}
+
+// TestFlowRateDecay: the counts decay with the window (1 s here): after
+// one window a count of 4 is 4/e; a flow that asked for nothing for long
+// is forgotten.
+func TestFlowRateDecay(t *testing.T) {
+	s := on()
+	s.FlowGate, s.FlowShare, s.FlowWindowNs = 0.5, FlowShareRate, sec
+	c := New(s)
+	for i := uint64(1); i <= 4; i++ {
+		if v, _, _ := c.OfferScore(Item{ID: i, Flow: "f"}, sec, 0.2); v.Outcome != Admitted {
+			t.Fatalf("f%d: %+v", i, v)
+		}
+	}
+	c.OfferScore(Item{ID: 5, Flow: "a"}, 2*sec, 0.2) // decays f to 4/e
+	if a, _ := c.RateShare(0, "f"); math.Abs(a-4/math.E) > 1e-12 {
+		t.Fatalf("f after one window: %v, want %v", a, 4/math.E)
+	}
+	c.OfferScore(Item{ID: 6, Flow: "a"}, 20*sec, 0.2) // f: 4·e^-19 < 1e-3
+	if a, s := c.RateShare(0, "f"); a != 0 || s != 0 || len(c.rates[0].flows) != 1 {
+		t.Fatalf("f not forgotten: %v, %v, %d flows", a, s, len(c.rates[0].flows))
+	}
 }
 
 // TestFlowGateExpectedWait: while the gate applies, a flow under its share

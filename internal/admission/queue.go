@@ -88,6 +88,10 @@ type Controller struct {
 	tokenCap  int64        // the configured TokenCapacity (SetKVTokens derives the one in use)
 	workLimit int64        // the configured WorkLimitNs (SetSLO derives the one in use)
 	ledger    *Ledger      // the work term's per-request ledger (ledger.go)
+	// The flow gate's rate share (flowrate.go): per band, and the time of
+	// the last offer or dispatch, which its shares are read at.
+	rates   []*rateBand
+	flowNow int64
 }
 
 type bandLimit struct {
@@ -177,6 +181,8 @@ func (c *Controller) OfferScore(it Item, now int64, score float64) (v Verdict, d
 	if allowed, wait := c.budgets.Allowed(it.Flow, now); !allowed {
 		return Verdict{Outcome: Shed, Reason: Budget, RetryAfterNs: wait}, Item{}, false
 	}
+	c.flowNow = now
+	c.noteOffer(it.Priority, it.Flow, now)
 	if it.Deadline > 0 && now+c.service(&it) > it.Deadline {
 		return Verdict{Outcome: Shed, Reason: Deadline}, Item{}, false
 	}
@@ -185,6 +191,7 @@ func (c *Controller) OfferScore(it Item, now int64, score float64) (v Verdict, d
 			c.noteBand(it.Priority)
 		}
 		c.admit(&it, now)
+		c.noteAdmit(it.Priority, it.Flow, now)
 		c.pace(now)
 		return Verdict{Outcome: Admitted}, Item{}, false
 	}
@@ -267,6 +274,7 @@ func (c *Controller) DispatchScore(now int64, score float64) (Item, bool) {
 	if c.n == 0 {
 		return Item{}, false
 	}
+	c.flowNow = now
 	b := c.nextBand(score)
 	if b == nil {
 		return Item{}, false
@@ -281,6 +289,7 @@ func (c *Controller) DispatchScore(now int64, score float64) (Item, bool) {
 	c.forfeit(b, f, score)
 	c.remove(e)
 	c.admit(&e.it, now)
+	c.noteAdmit(b.priority, e.it.Flow, now)
 	c.recordDispatch(b.priority, now)
 	return e.it, true
 }
