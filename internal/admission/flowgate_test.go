@@ -197,11 +197,11 @@ func newRateRig(t *testing.T, gate float64, weights map[string]float64) *gateRig
 // go below the gate (f: 4 offers, 4 admissions). Saturated, a1, a2, b1,
 // f5, f6 wait (offers a 2, b 1, f 6). Water-filling A admissions over the
 // demands (b 1, a 2, f 6): A 4 → b 1, a 1.5, f 1.5: f is over (4 − 1.5 >
-// 1); at 0.6 a1 goes (tags: a first), A 5 → b 1, a 2, f 2: f still over
-// (2 > 1), b1 goes; A 6 → b 1, a 2, f 3: f is not over (4 − 3 = 1), f5
-// (tag 0) before a2 (tag 1); A 7 → f 4 (5 − 4 = 1): a2 (tag 1, before
-// f's 1 by activation), f6. With the in-flight share f stays over (4 in
-// flight against an equal part) and the queue stops after a2.
+// ½); at 0.6 a1 goes (tags: a first), A 5 → b 1, a 2, f 2: f still over,
+// b1 goes; A 6 → b 1, a 2, f 3: f still over (4 − 3 = 1 > ½), a2 (tag 1)
+// goes; A 7 → f 4: f is at its share, f5 and f6 go. With the in-flight
+// share f stays over (4 in flight against an equal part) and the queue
+// stops after a2.
 func TestFlowRate(t *testing.T) {
 	for _, rate := range []bool{true, false} {
 		g := newGateRig(t, 0.5, nil)
@@ -221,7 +221,7 @@ func TestFlowRate(t *testing.T) {
 		if a, s := g.c.RateShare(0, "f"); a != 4 || s != 1.5 {
 			t.Fatalf("f: %v admissions, share %v; want 4, 1.5", a, s)
 		}
-		g.dispatch(0.6, "a1", "b1", "f5", "a2", "f6")
+		g.dispatch(0.6, "a1", "b1", "a2", "f5", "f6")
 		if a, s := g.c.RateShare(0, "f"); a != 6 || s != 6 { // A 9: b 1, a 2, f 6
 			t.Fatalf("f after: %v admissions, share %v; want 6, 6", a, s)
 		}
@@ -230,9 +230,9 @@ func TestFlowRate(t *testing.T) {
 
 // TestFlowRateAtOnce: a light flow that asks for less than an equal part
 // does not hold the flooder back. Gate 0.5, at 0.6 throughout: a1 (a: 1
-// offer, 1 admission), then f1…f6: f's share is A − 1 (a asked for 1), so
-// f is never more than one over and every request goes at once (with the
-// in-flight share f waits from f2: 1·2 ≤ 2, then 2·2 > 3).
+// offer, 1 admission), then f1…f6: f's share is A − 1 (a asked for 1), its
+// admissions, so f is never over and every request goes at once (with the
+// in-flight share f waits from f3: 2·2 > 3).
 func TestFlowRateAtOnce(t *testing.T) {
 	g := newRateRig(t, 0.5, nil)
 	g.offer("a1", 0.6, Admitted)
@@ -251,7 +251,7 @@ func TestFlowRateAtOnce(t *testing.T) {
 // filled first): A 4 → f min(5, 4·3/4) = 3, a 1: neither over. At 0.6
 // weighted fair queuing decides: f4 (tag 0, activated first; f's tag
 // → 1/3), a2 (0 → 1), f5 (1/3), a3; no flow is ever over (A 5: f 3.75,
-// a 1.25; A 6: f 4.5, a 1.5 against a's 2 admissions: 0.5 ≤ 1).
+// a 1.25; A 6: f 4.5, a 1.5 against a's 2 admissions: ½, not more).
 func TestFlowRateWeights(t *testing.T) {
 	g := newRateRig(t, 0.5, map[string]float64{"f": 3})
 	for _, n := range []string{"f1", "f2", "f3", "a1"} {

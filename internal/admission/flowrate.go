@@ -10,7 +10,7 @@ import (
 // been admitted more often, recently, than its max-min fair share of the
 // band's recent admissions, by the flows' recent demand:
 //
-//	over(f) ⇔ (a_f − s_f) · k > 1,   s = maxmin(A = Σ a, demands d, weights w)
+//	over(f) ⇔ (a_f − s_f) · k > ½,   s = maxmin(A = Σ a, demands d, weights w)
 //
 // a_f are the band's admissions (at once or from the queue) of flow f and
 // d_f its offers (every request that reached the queue's decision: shed,
@@ -18,8 +18,8 @@ import (
 // FlowWindowNs (all flows of a band at once: k is the common factor from
 // the last count to now, e^(−Δt/τ)); s is the water-filling of A over the
 // demands by weight — a flow that asks for less than an equal part gets all
-// it asks, the rest is split among the others. The slack of one admission
-// keeps a flow at its share from flapping.
+// it asks, the rest is split among the others. The slack (rateSlack, half an
+// admission) lets a flow at its share go.
 //
 // The in-flight share (FlowShareInflight, flowgate.go) compares a flow's
 // requests in flight with an equal part of the band's: a light flow that
@@ -52,6 +52,14 @@ type rateFlow struct {
 
 // rateForget is the decayed offer count under which a flow is forgotten.
 const rateForget = 1e-3
+
+// rateSlack is how many admissions beyond its share a flow may have before
+// it is over. Measured (docs/notes/admission.md, "Fairness at twice
+// capacity"): 1 and 2 let the flooder take a third more than its share at
+// three times capacity, where a band's share in a window is two or three
+// admissions; 0 and 0.25 hold the capacity back (1× goodput 2–3 points
+// lower); 0.5 keeps the capacity stage's goodput and the fairness of 0.
+const rateSlack = 0.5
 
 // rateOn reports whether the flow gate counts by rate.
 func (c *Controller) rateOn() bool { return c.s.FlowGate > 0 && c.s.FlowShare == FlowShareRate }
@@ -157,8 +165,8 @@ func (b *rateBand) waterfill() {
 }
 
 // rateOver reports whether flow fl of band p has been admitted more than
-// one request beyond its share, at the controller's last time (see the top
-// of the file).
+// rateSlack requests beyond its share, at the controller's last time (see
+// the top of the file).
 func (c *Controller) rateOver(p int, fl string) bool {
 	b := c.rateBand(p)
 	if b == nil {
@@ -171,7 +179,7 @@ func (c *Controller) rateOver(p int, fl string) bool {
 	}
 	for i, f := range b.flows {
 		if f.name == fl {
-			return (f.admits-b.shares[i])*k > 1
+			return (f.admits-b.shares[i])*k > rateSlack
 		}
 	}
 	return false
