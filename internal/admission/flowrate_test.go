@@ -17,105 +17,135 @@ import (
 // above its flow's demand, their sum min(admissions, demands), and a flow
 // short of its demand holds at least every other flow's share per weight.
 func TestPropertyFlowRate(t *testing.T) {
-	names := []string{"a", "b", "c"}
 	for seed := uint64(1); seed <= 20; seed++ {
-		rng := rand.New(rand.NewPCG(seed, 23))
-		s := on()
-		s.QueueCapacity, s.QueueThreshold, s.WorkLimitNs = 1+rng.IntN(20), 100, int64(rng.IntN(3)+1)*sec/2
-		s.WorkModel = []string{WorkBacklog, WorkInflight, WorkPrefill}[rng.IntN(3)]
-		s.FlowGate, s.FlowShare = float64(1+rng.IntN(10))/10, FlowShareRate
-		s.FlowWindowNs = int64(rng.IntN(3)) * sec // 0: the default
-		if seed%3 == 0 {
-			s.FlowWeights = map[string]float64{"f": 2}
-		}
-		c := New(s)
-		l := c.Ledger()
-		ends := map[uint64]string{}
-		end := func(id uint64, how string) {
-			if prev, ok := ends[id]; ok {
-				t.Fatalf("seed %d: request %d ended twice (%s, then %s)", seed, id, prev, how)
-			}
-			ends[id] = how
-		}
-		var order []uint64
-		reps := map[uint64]string{}
-		now, next := int64(0), uint64(0)
-		route := func(it Item) {
-			rep := names[rng.IntN(len(names))]
-			l.Dispatched(it.ID, rep, 1+int64(rng.IntN(4000)), 0, now)
-			c.Flow(it.ID, it.Priority, it.Flow)
-			order, reps[it.ID] = append(order, it.ID), rep
-		}
-		view := func() *policy.View {
-			return &policy.View{Names: names, Rows: make([]policy.Row, len(names)), Now: now}
-		}
+		r := newRateProp(t, seed)
 		for step := 0; step < 3000; step++ {
-			now += int64(rng.IntN(100)) * ms
-			switch op := rng.IntN(10); {
-			case op < 4:
-				next++
-				fl := "f" // the flooder: half the offers
-				if rng.IntN(2) == 0 {
-					fl = names[rng.IntN(len(names))]
-				}
-				it := Item{ID: next, Priority: rng.IntN(2), Flow: fl, Arrived: now}
-				if rng.IntN(2) == 0 {
-					it.Deadline = now + int64(rng.IntN(3000))*ms
-				}
-				v, out, ok := c.OfferScore(it, now, c.Score(view(), 0))
-				if ok {
-					end(out.ID, "displaced")
-				}
-				switch v.Outcome {
-				case Admitted:
-					end(it.ID, "admitted")
-					route(it)
-				case Shed:
-					end(it.ID, "shed")
-				}
-			case op < 6:
-				if it, ok := c.DispatchScore(now, c.Score(view(), 0)); ok {
-					end(it.ID, "admitted")
-					route(it)
-				}
-			case op < 8 && len(order) > 0:
-				k := rng.IntN(len(order))
-				id := order[k]
-				if rng.IntN(2) == 0 {
-					c.FirstToken(id, now)
-					break
-				}
-				l.Answered(id, reps[id], now-ms, now, -1, 100, now)
-				order = append(order[:k], order[k+1:]...)
-			case op < 9:
-				c.Expire(now, func(it Item, r Reason) { end(it.ID, r.String()) })
-			default:
-				if id := uint64(rng.IntN(int(next) + 1)); c.Cancel(id) {
-					end(id, "cancelled")
-				}
-			}
-			for id := uint64(1); id <= next; id++ {
-				if c.Waiting(id) && l.Has(id) {
+			r.step()
+			for id := uint64(1); id <= r.next; id++ {
+				if r.c.Waiting(id) && r.c.Ledger().Has(id) {
 					t.Fatalf("seed %d: request %d both queued and sent", seed, id)
 				}
 			}
-			for _, b := range c.rates {
+			for _, b := range r.c.rates {
 				waterfilled(t, seed, b)
 			}
 		}
-		for _, id := range order {
-			l.Ended(id, now)
+		r.finish()
+	}
+}
+
+// rateProp is TestPropertyFlowRate's driver.
+type rateProp struct {
+	t     *testing.T
+	seed  uint64
+	rng   *rand.Rand
+	c     *Controller
+	ends  map[uint64]string
+	order []uint64 // in flight, in dispatch order
+	reps  map[uint64]string
+	now   int64
+	next  uint64
+}
+
+var propNames = []string{"a", "b", "c"}
+
+func newRateProp(t *testing.T, seed uint64) *rateProp {
+	rng := rand.New(rand.NewPCG(seed, 23))
+	s := on()
+	s.QueueCapacity, s.QueueThreshold, s.WorkLimitNs = 1+rng.IntN(20), 100, int64(rng.IntN(3)+1)*sec/2
+	s.WorkModel = []string{WorkBacklog, WorkInflight, WorkPrefill}[rng.IntN(3)]
+	s.FlowGate, s.FlowShare = float64(1+rng.IntN(10))/10, FlowShareRate
+	s.FlowWindowNs = int64(rng.IntN(3)) * sec // 0: the default
+	if seed%3 == 0 {
+		s.FlowWeights = map[string]float64{"f": 2}
+	}
+	return &rateProp{t: t, seed: seed, rng: rng, c: New(s), ends: map[uint64]string{}, reps: map[uint64]string{}}
+}
+
+func (r *rateProp) end(id uint64, how string) {
+	if prev, ok := r.ends[id]; ok {
+		r.t.Fatalf("seed %d: request %d ended twice (%s, then %s)", r.seed, id, prev, how)
+	}
+	r.ends[id] = how
+}
+
+func (r *rateProp) route(it Item) {
+	rep := propNames[r.rng.IntN(len(propNames))]
+	r.c.Ledger().Dispatched(it.ID, rep, 1+int64(r.rng.IntN(4000)), 0, r.now)
+	r.c.Flow(it.ID, it.Priority, it.Flow)
+	r.order, r.reps[it.ID] = append(r.order, it.ID), rep
+}
+
+func (r *rateProp) score() float64 {
+	return r.c.Score(&policy.View{Names: propNames, Rows: make([]policy.Row, len(propNames)), Now: r.now}, 0)
+}
+
+// step does one random operation: an offer (half of them the flooder f's),
+// a dispatch, a first token or an answer, an expiry pass or a cancel.
+func (r *rateProp) step() {
+	c, rng := r.c, r.rng
+	r.now += int64(rng.IntN(100)) * ms
+	switch op := rng.IntN(10); {
+	case op < 4:
+		r.next++
+		fl := "f"
+		if rng.IntN(2) == 0 {
+			fl = propNames[rng.IntN(len(propNames))]
 		}
-		for {
-			it, ok := c.DispatchScore(now, 0)
-			if !ok {
-				break
-			}
-			end(it.ID, "admitted")
+		it := Item{ID: r.next, Priority: rng.IntN(2), Flow: fl, Arrived: r.now}
+		if rng.IntN(2) == 0 {
+			it.Deadline = r.now + int64(rng.IntN(3000))*ms
 		}
-		if uint64(len(ends)) != next || l.InFlight() != 0 || c.Len() != 0 {
-			t.Fatalf("seed %d: %d of %d requests ended, %d ledger entries, %d waiting", seed, len(ends), next, l.InFlight(), c.Len())
+		v, out, ok := c.OfferScore(it, r.now, r.score())
+		if ok {
+			r.end(out.ID, "displaced")
 		}
+		switch v.Outcome {
+		case Admitted:
+			r.end(it.ID, "admitted")
+			r.route(it)
+		case Shed:
+			r.end(it.ID, "shed")
+		}
+	case op < 6:
+		if it, ok := c.DispatchScore(r.now, r.score()); ok {
+			r.end(it.ID, "admitted")
+			r.route(it)
+		}
+	case op < 8 && len(r.order) > 0:
+		k := rng.IntN(len(r.order))
+		id := r.order[k]
+		if rng.IntN(2) == 0 {
+			c.FirstToken(id, r.now)
+			break
+		}
+		c.Ledger().Answered(id, r.reps[id], r.now-ms, r.now, -1, 100, r.now)
+		r.order = append(r.order[:k], r.order[k+1:]...)
+	case op < 9:
+		c.Expire(r.now, func(it Item, why Reason) { r.end(it.ID, why.String()) })
+	default:
+		if id := uint64(rng.IntN(int(r.next) + 1)); c.Cancel(id) {
+			r.end(id, "cancelled")
+		}
+	}
+}
+
+// finish ends what is in flight, dispatches what waits and checks that
+// every request ended once.
+func (r *rateProp) finish() {
+	l := r.c.Ledger()
+	for _, id := range r.order {
+		l.Ended(id, r.now)
+	}
+	for {
+		it, ok := r.c.DispatchScore(r.now, 0)
+		if !ok {
+			break
+		}
+		r.end(it.ID, "admitted")
+	}
+	if uint64(len(r.ends)) != r.next || l.InFlight() != 0 || r.c.Len() != 0 {
+		r.t.Fatalf("seed %d: %d of %d requests ended, %d ledger entries, %d waiting", r.seed, len(r.ends), r.next, l.InFlight(), r.c.Len())
 	}
 }
 
