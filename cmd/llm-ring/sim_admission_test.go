@@ -37,3 +37,24 @@ func TestSimAdmissionMapsAndStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestSimAdmissionFlowShare: --admission-set flow_share and flow_window.
+func TestSimAdmissionFlowShare(t *testing.T) {
+	o, err := parseSimFlags([]string{"--admission", "--admission-set", "flow_gate=0.4", "--admission-set", "flow_share=rate",
+		"--admission-set", "flow_window=2s"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := o.admission.Settings; s.FlowGate != 0.4 || s.FlowShare != "rate" || s.FlowWindowNs != 2e9 {
+		t.Fatalf("admission %+v", s)
+	}
+	for _, args := range [][]string{
+		{"--admission", "--admission-set", "flow_share=work"},
+		{"--admission", "--admission-set", "flow_window=x"},
+		{"--admission", "--admission-set", "flow_window=-1s"},
+	} {
+		if _, err := parseSimFlags(args, io.Discard); err == nil {
+			t.Errorf("%v: accepted", args)
+		}
+	}
+}

@@ -68,13 +68,11 @@ func (c *Controller) atOnce(p int, fl string, score float64) bool {
 }
 
 // expectedWait estimates how long a request of band p and flow fl joining
-// now waits: the requests that go before it, plus itself, times the mean
-// interval between admissions; 0 before any was seen. Before it go every
-// request of a higher band and, in its own band, what fair queuing serves
-// first: the k requests of its own flow ahead of it, and of every other
-// flow g at most (k+1)·w_g/w_f (a light flow does not wait behind a
-// flooder's whole backlog).
-func (c *Controller) expectedWait(p int, fl string) int64 {
+// now, at score, waits: the requests that go before it, plus itself, times
+// the mean interval between admissions; 0 before any was seen. Before it go
+// every request of a higher band and, in its own band, what fair queuing
+// serves first (aheadOf).
+func (c *Controller) expectedWait(p int, fl string, score float64) int64 {
 	if c.interval == 0 {
 		return 0
 	}
@@ -84,22 +82,28 @@ func (c *Controller) expectedWait(p int, fl string) int64 {
 		case b.priority > p:
 			ahead += float64(b.n)
 		case b.priority == p:
-			ahead += b.aheadOf(fl, c.weight(fl))
+			ahead += c.aheadOf(b, fl, score)
 		}
 	}
 	return int64((ahead + 1) * c.interval)
 }
 
-// aheadOf is how many of the band's waiting requests fair queuing serves
-// before a new request of flow fl (weight w).
-func (b *band) aheadOf(fl string, w float64) float64 {
+// aheadOf is how many of band b's waiting requests fair queuing serves
+// before a new request of flow fl (weight w): the k requests of its own
+// flow ahead of it, and of every other flow g at most (k+1)·w_g/w (a light
+// flow does not wait behind a flooder's whole backlog). While the flow
+// gate applies at score and fl is not over its share, the flows over
+// theirs are passed over (flowgate.go) and none of theirs is ahead.
+func (c *Controller) aheadOf(b *band, fl string, score float64) float64 {
+	w := c.weight(fl)
+	gate := c.gated(b.priority, score) && !c.over(b.priority, fl)
 	k := 0.0
 	if f := b.flows[fl]; f != nil {
 		k = float64(len(f.items))
 	}
 	ahead := k
 	for _, g := range b.active {
-		if g.name != fl {
+		if g.name != fl && !(gate && c.over(b.priority, g.name)) {
 			ahead += min(float64(len(g.items)), (k+1)*g.weight/w)
 		}
 	}

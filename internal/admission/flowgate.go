@@ -107,6 +107,9 @@ func (c *Controller) gated(p int, score float64) bool {
 // over reports whether flow fl of band p is above its fair share of the
 // band's requests in flight (see the top of the file).
 func (c *Controller) over(p int, fl string) bool {
+	if c.rateOn() {
+		return c.rateOver(p, fl)
+	}
 	k := flowKey{p, fl}
 	f := c.ledger.flows[k]
 	if f == nil {
@@ -160,4 +163,22 @@ func (c *Controller) pick(b *band, score float64) *flow {
 		}
 	}
 	return f
+}
+
+// forfeit brings the virtual start tag of every flow of band b that the
+// gate passed over while served was dispatched up to the band's virtual
+// time: a flow held back by the gate saves no credit, as a flow that was
+// idle saves none. Without it a flooder held back for a while has the
+// least tag once the gate lifts and fair queuing hands it a burst of
+// dispatches, one for each round it was passed over: the light flows'
+// share taken back below the gate.
+func (c *Controller) forfeit(b *band, served *flow, score float64) {
+	if !c.gated(b.priority, score) {
+		return
+	}
+	for _, g := range b.active {
+		if g != served && g.tag < b.vtime && c.over(b.priority, g.name) {
+			g.tag = b.vtime
+		}
+	}
 }

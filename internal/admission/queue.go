@@ -88,6 +88,10 @@ type Controller struct {
 	tokenCap  int64        // the configured TokenCapacity (SetKVTokens derives the one in use)
 	workLimit int64        // the configured WorkLimitNs (SetSLO derives the one in use)
 	ledger    *Ledger      // the work term's per-request ledger (ledger.go)
+	// The flow gate's rate share (flowrate.go): per band, and the time of
+	// the last offer or dispatch, which its shares are read at.
+	rates   []*rateBand
+	flowNow int64
 }
 
 type bandLimit struct {
@@ -177,6 +181,8 @@ func (c *Controller) OfferScore(it Item, now int64, score float64) (v Verdict, d
 	if allowed, wait := c.budgets.Allowed(it.Flow, now); !allowed {
 		return Verdict{Outcome: Shed, Reason: Budget, RetryAfterNs: wait}, Item{}, false
 	}
+	c.flowNow = now
+	c.noteOffer(it.Priority, it.Flow, now)
 	if it.Deadline > 0 && now+c.service(&it) > it.Deadline {
 		return Verdict{Outcome: Shed, Reason: Deadline}, Item{}, false
 	}
@@ -185,16 +191,17 @@ func (c *Controller) OfferScore(it Item, now int64, score float64) (v Verdict, d
 			c.noteBand(it.Priority)
 		}
 		c.admit(&it, now)
+		c.noteAdmit(it.Priority, it.Flow, now)
 		c.pace(now)
 		return Verdict{Outcome: Admitted}, Item{}, false
 	}
-	if it.Deadline > 0 && now+c.expectedWait(it.Priority, it.Flow)+c.service(&it) > it.Deadline {
-		return Verdict{Outcome: Shed, Reason: Deadline, RetryAfterNs: c.expectedWait(it.Priority, it.Flow)}, Item{}, false
+	if it.Deadline > 0 && now+c.expectedWait(it.Priority, it.Flow, score)+c.service(&it) > it.Deadline {
+		return Verdict{Outcome: Shed, Reason: Deadline, RetryAfterNs: c.expectedWait(it.Priority, it.Flow, score)}, Item{}, false
 	}
 	if !c.fits(&it) {
 		victim := c.victim(&it, now)
 		if victim == nil {
-			return Verdict{Outcome: Shed, Reason: QueueFull, RetryAfterNs: c.expectedWait(it.Priority, it.Flow)}, Item{}, false
+			return Verdict{Outcome: Shed, Reason: QueueFull, RetryAfterNs: c.expectedWait(it.Priority, it.Flow, score)}, Item{}, false
 		}
 		displaced, ok = victim.it, true
 		c.remove(victim)
@@ -267,6 +274,7 @@ func (c *Controller) DispatchScore(now int64, score float64) (Item, bool) {
 	if c.n == 0 {
 		return Item{}, false
 	}
+	c.flowNow = now
 	b := c.nextBand(score)
 	if b == nil {
 		return Item{}, false
@@ -278,8 +286,10 @@ func (c *Controller) DispatchScore(now int64, score float64) (Item, bool) {
 	e := f.items[0]
 	b.vtime = f.tag
 	f.tag += 1 / f.weight
+	c.forfeit(b, f, score)
 	c.remove(e)
 	c.admit(&e.it, now)
+	c.noteAdmit(b.priority, e.it.Flow, now)
 	c.recordDispatch(b.priority, now)
 	return e.it, true
 }

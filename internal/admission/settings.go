@@ -117,6 +117,15 @@ type Settings struct {
 	// between the gate and the limit goes to the band's other flows first
 	// (flowgate.go). 0 (the default): off.
 	FlowGate float64 `json:"flow_gate"`
+	// FlowShare is what the flow gate counts a flow's share by:
+	// FlowShareInflight ("inflight", the default), its requests in flight
+	// against an equal part of its band's (flowgate.go); FlowShareRate
+	// ("rate"), its recent admissions against its max-min fair share, by
+	// the flows' recent offers, of its band's (flowrate.go).
+	FlowShare string `json:"flow_share"`
+	// FlowWindowNs is the rate share's time constant: its counts decay by
+	// e^(−Δt/FlowWindowNs); 0: DefaultFlowWindowNs.
+	FlowWindowNs int64 `json:"flow_window_ns"`
 
 	// Budgets (see budget.go): tokens per minute per flow; 0: no budget.
 	// FlowTokensPerMinute overrides it for named flows.
@@ -129,6 +138,17 @@ const (
 	OrderFCFS = "fcfs"
 	OrderEDF  = "edf"
 )
+
+// The flow gate's shares (Settings.FlowShare).
+const (
+	FlowShareInflight = "inflight"
+	FlowShareRate     = "rate"
+)
+
+// DefaultFlowWindowNs is the rate share's time constant when
+// FlowWindowNs is 0: 4 s, many light-flow arrivals (a flow of 2–4
+// requests/s) and a fifth of a 20 s measurement stage.
+const DefaultFlowWindowNs = 4e9
 
 // Work models (Settings.WorkModel).
 const (
@@ -189,6 +209,9 @@ func (s *Settings) Validate() error {
 	check(s.MaxWaitNs > 0, "max_wait: must be > 0, got %dns", s.MaxWaitNs)
 	check(s.Order == OrderFCFS || s.Order == OrderEDF, "order: must be %q or %q, got %q", OrderFCFS, OrderEDF, s.Order)
 	check(s.FlowGate >= 0 && s.FlowGate <= 1, "flow_gate: must be in [0, 1], got %v", s.FlowGate)
+	check(s.FlowShare == "" || s.FlowShare == FlowShareInflight || s.FlowShare == FlowShareRate,
+		"flow_share: must be %q or %q, got %q", FlowShareInflight, FlowShareRate, s.FlowShare)
+	check(s.FlowWindowNs >= 0, "flow_window: must be ≥ 0, got %dns", s.FlowWindowNs)
 	check(s.TokensPerMinute >= 0, "tokens_per_minute: must be ≥ 0, got %d", s.TokensPerMinute)
 	sum := 0.0
 	for _, b := range sortedBands(s.MinShare) {

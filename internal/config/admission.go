@@ -26,6 +26,8 @@ import (
 //	  band_limits: {"0": 0.6}    # pool score at which band 0 (and below) counts as saturated: headroom for the bands above
 //	  flow_weights: {gold: 3}    # x-gateway-inference-fairness-id → weight within its band
 //	  flow_gate: 0               # (0, 1]: above gate × its band's limit, a flow over its fair share of the band's in-flight requests waits; 0: off
+//	  flow_share: inflight       # the gate's share: inflight (requests in flight, an equal part) | rate (recent admissions, max-min by recent demand)
+//	  flow_window: 4s            # flow_share rate: the counts' time constant
 //	  tokens_per_minute: 0       # per flow; 0: no budget
 //	  token_share: 0.45          # token capacity = share × the engine's reported KV pool, unless token_capacity is set
 //	  work_share: 0.5            # saturated when a replica's in-flight work (tokens at its learned prefill rate) exceeds share × default_slo_ttft
@@ -56,6 +58,8 @@ type Admission struct {
 	BandLimits          map[string]float64 `json:"band_limits" cfg:"optional"`
 	FlowWeights         map[string]float64 `json:"flow_weights" cfg:"optional"`
 	FlowGate            float64            `json:"flow_gate" cfg:"optional"`
+	FlowShare           string             `json:"flow_share" cfg:"optional"`
+	FlowWindow          Duration           `json:"flow_window" cfg:"optional"`
 	TokensPerMinute     int64              `json:"tokens_per_minute" cfg:"optional"`
 	FlowTokensPerMinute map[string]int64   `json:"flow_tokens_per_minute" cfg:"optional"`
 	Objectives          map[string]int     `json:"objectives" cfg:"optional"`
@@ -154,7 +158,7 @@ func (a Admission) Settings() (admission.Settings, error) {
 	}
 	s.WorkCached, s.WorkTarget = a.WorkCached, a.WorkTarget
 	s.TokensPerMinute, s.FlowTokensPerMinute, s.FlowWeights = a.TokensPerMinute, a.FlowTokensPerMinute, a.FlowWeights
-	s.FlowGate = a.FlowGate
+	s.FlowGate, s.FlowShare, s.FlowWindowNs = a.FlowGate, a.FlowShare, int64(time.Duration(a.FlowWindow))
 	var err error
 	if s.MinShare, err = byBand("min_share", a.MinShare); err != nil {
 		return s, err

@@ -92,3 +92,24 @@ func TestAdmissionWorkShare(t *testing.T) {
 		t.Fatalf("work_share 4, work_limit 250ms: %+v, %v", s, err)
 	}
 }
+
+// TestAdmissionFlowShare: flow_share and flow_window reach the settings;
+// a bad share is refused naming the key.
+func TestAdmissionFlowShare(t *testing.T) {
+	c, err := withAdmission(t, "admission:\n  enabled: true\n  flow_gate: 0.4\n  flow_share: rate\n  flow_window: 8s\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Admission.Settings()
+	if err != nil || s.FlowGate != 0.4 || s.FlowShare != "rate" || s.FlowWindowNs != int64(8*time.Second) {
+		t.Fatalf("settings %+v, %v", s, err)
+	}
+	for block, want := range map[string]string{
+		"admission:\n  flow_share: work\n": `admission.flow_share: must be "inflight" or "rate"`,
+		"admission:\n  flow_window: -1s\n": "admission.flow_window: must be ≥ 0",
+	} {
+		if _, err := withAdmission(t, block); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want it to name %q", block, err, want)
+		}
+	}
+}
