@@ -62,7 +62,7 @@ const rateForget = 1e-3
 const rateSlack = 0.5
 
 // rateOn reports whether the flow gate counts by rate.
-func (c *Controller) rateOn() bool { return c.s.FlowGate > 0 && c.s.FlowShare == FlowShareRate }
+func (c *Controller) rateOn() bool { return c.s.FlowGate > 0 && c.s.FlowShareMode() == FlowShareRate }
 
 // noteOffer counts a request of band p and flow fl offered at now.
 func (c *Controller) noteOffer(p int, fl string, now int64) {
@@ -99,11 +99,24 @@ func (c *Controller) rateFlow(p int, fl string, now int64) *rateFlow {
 }
 
 // window is the rate share's time constant (ns).
-func (c *Controller) window() float64 {
-	if c.s.FlowWindowNs > 0 {
-		return float64(c.s.FlowWindowNs)
+func (c *Controller) window() float64 { return float64(c.s.FlowWindow()) }
+
+// FlowWindow is the rate share's time constant in effect (ns):
+// FlowWindowNs, or DefaultFlowWindowNs when it is 0.
+func (s *Settings) FlowWindow() int64 {
+	if s.FlowWindowNs > 0 {
+		return s.FlowWindowNs
 	}
 	return DefaultFlowWindowNs
+}
+
+// FlowShareMode is the flow gate's share in effect: FlowShare, or
+// FlowShareInflight when it is empty.
+func (s *Settings) FlowShareMode() string {
+	if s.FlowShare == "" {
+		return FlowShareInflight
+	}
+	return s.FlowShare
 }
 
 func (c *Controller) rateBand(p int) *rateBand {
