@@ -42,6 +42,7 @@ type rateBand struct {
 	// changes.
 	shares []float64
 	fresh  bool
+	order  []int // waterfill's scratch: the flows by demand per weight
 }
 
 type rateFlow struct {
@@ -52,6 +53,16 @@ type rateFlow struct {
 
 // rateForget is the decayed offer count under which a flow is forgotten.
 const rateForget = 1e-3
+
+// rateMaxFlows bounds the flows a band's rate share tracks: the fairness
+// id comes from a request header, so a client that sends a new one with
+// each request would otherwise grow the band's list (and the linear scans
+// and the water-filling over it) without bound for the ~28 s a flow takes
+// to be forgotten (rateForget at the default window). A flow first seen
+// while the band tracks this many is not counted and is never over its
+// share (it fails open, as a flow the gate does not know); it is counted
+// once a tracked flow is forgotten.
+const rateMaxFlows = 256
 
 // rateSlack is how many admissions beyond its share a flow may have before
 // it is over. Measured (docs/notes/admission.md, "Fairness at twice
@@ -67,19 +78,24 @@ func (c *Controller) rateOn() bool { return c.s.FlowGate > 0 && c.s.FlowShareMod
 // noteOffer counts a request of band p and flow fl offered at now.
 func (c *Controller) noteOffer(p int, fl string, now int64) {
 	if c.rateOn() {
-		c.rateFlow(p, fl, now).offers++
+		if f := c.rateFlow(p, fl, now); f != nil {
+			f.offers++
+		}
 	}
 }
 
 // noteAdmit counts a request of band p and flow fl admitted at now.
 func (c *Controller) noteAdmit(p int, fl string, now int64) {
 	if c.rateOn() {
-		c.rateFlow(p, fl, now).admits++
+		if f := c.rateFlow(p, fl, now); f != nil {
+			f.admits++
+		}
 	}
 }
 
 // rateFlow returns fl's counts in band p, decayed to now (created when
-// new); the band's shares are to be recomputed.
+// new; nil when new and the band tracks rateMaxFlows already); the band's
+// shares are to be recomputed.
 func (c *Controller) rateFlow(p int, fl string, now int64) *rateFlow {
 	b := c.rateBand(p)
 	if b == nil {
@@ -92,6 +108,9 @@ func (c *Controller) rateFlow(p int, fl string, now int64) *rateFlow {
 		if f.name == fl {
 			return f
 		}
+	}
+	if len(b.flows) >= rateMaxFlows {
+		return nil
 	}
 	f := &rateFlow{name: fl, weight: c.weight(fl)}
 	b.flows = append(b.flows, f)
@@ -156,13 +175,14 @@ func (b *rateBand) waterfill() {
 	}
 	n := len(b.flows)
 	b.shares = append(b.shares[:0], make([]float64, n)...)
-	idx := make([]int, n)
+	idx := b.order[:0]
 	left, weights := 0.0, 0.0
 	for i, f := range b.flows {
-		idx[i] = i
+		idx = append(idx, i)
 		left += f.admits
 		weights += f.weight
 	}
+	b.order = idx
 	sort.SliceStable(idx, func(x, y int) bool {
 		fx, fy := b.flows[idx[x]], b.flows[idx[y]]
 		return fx.offers/fx.weight < fy.offers/fy.weight

@@ -3,6 +3,7 @@ package admission
 import (
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 
 	"github.com/llm-ring/llm-ring/internal/policy"
@@ -174,5 +175,29 @@ func waterfilled(t *testing.T, seed uint64, b *rateBand) {
 				t.Fatalf("seed %d: band %d: %s short of its demand holds %v, %s holds %v", seed, b.priority, f.name, b.shares[i], g.name, b.shares[j])
 			}
 		}
+	}
+}
+
+// TestFlowRateBounded: a client that names a new flow with every request
+// does not grow a band's rate share past rateMaxFlows; an untracked flow is
+// never over (it fails open), and a flow forgotten makes room again.
+func TestFlowRateBounded(t *testing.T) {
+	s := on()
+	s.FlowGate, s.FlowShare, s.FlowWindowNs = 0.5, FlowShareRate, sec
+	c := New(s)
+	for i := 1; i <= 3*rateMaxFlows; i++ {
+		c.OfferScore(Item{ID: uint64(i), Flow: "f" + strconv.Itoa(i)}, sec, 0.2)
+	}
+	if n := len(c.rates[0].flows); n != rateMaxFlows {
+		t.Fatalf("%d flows tracked, want %d", n, rateMaxFlows)
+	}
+	last := "f" + strconv.Itoa(3*rateMaxFlows)
+	if a, sh := c.RateShare(0, last); a != 0 || sh != 0 || c.rateOver(0, last) {
+		t.Fatalf("untracked flow: admits %v share %v over %v", a, sh, c.rateOver(0, last))
+	}
+	// 20 windows later every tracked flow is forgotten: the next is counted.
+	c.OfferScore(Item{ID: 1 << 20, Flow: "late"}, 21*sec, 0.2)
+	if a, _ := c.RateShare(0, "late"); a != 1 || len(c.rates[0].flows) != 1 {
+		t.Fatalf("late flow: admits %v, %d flows", a, len(c.rates[0].flows))
 	}
 }
