@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/llm-ring/llm-ring/internal/admission"
+	"github.com/llm-ring/llm-ring/internal/record"
 )
 
 // TestAdmissionFirstToken: the simulator tells the work ledger of a
@@ -22,24 +23,9 @@ func TestAdmissionFirstToken(t *testing.T) {
 		st := admSettings(4)
 		st.QueueThreshold, st.WorkModel, st.WorkLimitNs = 100, model, int64(time.Microsecond)
 		sp, _ := burstSpec(2, &Admission{Settings: st})
-		sp.Model.AnswerMin, sp.Model.AnswerMax = 32, 32 // a decode long after the first token
-		sp.Source.(fixed)[0].Turns[0].MaxTokens = 32
-		sp.Source.(fixed)[1].Turns[0].MaxTokens = 32
-		var rows rowsOf
-		s, err := newSim(&sp, &rows)
-		if err != nil {
-			t.Fatal(err)
-		}
+		longAnswers(&sp) // a decode long after the first token
+		s, got := runBurst(t, &sp, true)
 		l := s.adm.c.Ledger()
-		for i := range 8 { // 1,000 tokens in 100 ms each, disjoint: 10,000 tok/s (times only make the rate)
-			start := int64(i) * int64(200*time.Millisecond)
-			l.Learn("llm-0", start, start+int64(100*time.Millisecond), 0, 1000, 0)
-		}
-		if err := s.loop(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		s.finish()
-		got := byConv(t, rows)
 		c0, c1 := got["c0"], got["c1"]
 		if c0.Status != 200 || c1.Status != 200 || wait(t, c0) != 0 {
 			t.Fatalf("%s: statuses %d %d, c0 waited %v ms", model, c0.Status, c1.Status, wait(t, c0))
@@ -55,4 +41,35 @@ func TestAdmissionFirstToken(t *testing.T) {
 			t.Errorf("%s: after the run %d entries, %d prefilling", model, l.InFlight(), l.Prefilling("llm-0"))
 		}
 	}
+}
+
+// longAnswers makes a burstSpec's two answers 32 tokens long.
+func longAnswers(sp *Spec) {
+	sp.Model.AnswerMin, sp.Model.AnswerMax = 32, 32
+	sp.Source.(fixed)[0].Turns[0].MaxTokens = 32
+	sp.Source.(fixed)[1].Turns[0].MaxTokens = 32
+}
+
+// runBurst runs sp to its end and returns the simulation and its rows by
+// conversation; with learn, the ledger is first taught 10,000 tok/s on
+// llm-0 (1,000 tokens in 100 ms each, disjoint: times only make the rate).
+func runBurst(t *testing.T, sp *Spec, learn bool) (*sim, map[string]record.Request) {
+	t.Helper()
+	var rows rowsOf
+	s, err := newSim(sp, &rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if learn {
+		l := s.adm.c.Ledger()
+		for i := range 8 {
+			start := int64(i) * int64(200*time.Millisecond)
+			l.Learn("llm-0", start, start+int64(100*time.Millisecond), 0, 1000, 0)
+		}
+	}
+	if err := s.loop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s.finish()
+	return s, byConv(t, rows)
 }

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"context"
 	"math"
 	"testing"
 	"time"
@@ -24,21 +23,8 @@ func TestAdmissionHeadroomArrival(t *testing.T) {
 		st := admSettings(4)
 		st.QueueThreshold, st.WorkModel, st.WorkLimitNs, st.WorkTarget = 100, admission.WorkPrefill, int64(time.Microsecond), target
 		sp, _ := burstSpec(2, &Admission{Settings: st, SLOTTFT: slo})
-		var rows rowsOf
-		s, err := newSim(&sp, &rows)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, got := runBurst(t, &sp, true) // 10,000 tok/s, as in TestAdmissionFirstToken
 		l := s.adm.c.Ledger()
-		for i := range 8 { // 10,000 tok/s, as in TestAdmissionFirstToken
-			start := int64(i) * int64(200*time.Millisecond)
-			l.Learn("llm-0", start, start+int64(100*time.Millisecond), 0, 1000, 0)
-		}
-		if err := s.loop(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		s.finish()
-		got := byConv(t, rows)
 		if got["c0"].Status != 200 || got["c1"].Status != 200 {
 			t.Fatalf("statuses %d %d", got["c0"].Status, got["c1"].Status)
 		}
@@ -75,18 +61,8 @@ func TestAdmissionDecodeGuard(t *testing.T) {
 		st := admSettings(4)
 		st.QueueThreshold, st.WorkModel, st.WorkLimitNs, st.WorkTarget = 100, admission.WorkPrefill, int64(time.Second), 0.5
 		sp, _ := burstSpec(2, &Admission{Settings: st, SLOTTFT: 10 * time.Second, SLOTPOT: tpot})
-		sp.Model.AnswerMin, sp.Model.AnswerMax = 32, 32
-		sp.Source.(fixed)[0].Turns[0].MaxTokens = 32
-		sp.Source.(fixed)[1].Turns[0].MaxTokens = 32
-		var rows rowsOf
-		s, err := newSim(&sp, &rows)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.loop(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		s.finish()
+		longAnswers(&sp)
+		s, _ := runBurst(t, &sp, false)
 		want := math.Exp(0.1 / 9)
 		if tpot > 0 {
 			want = 1
