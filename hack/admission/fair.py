@@ -9,11 +9,7 @@ import csv, glob, sys, re, math
 from collections import defaultdict
 import os
 STAGE = os.environ.get('STAGE', '')
-def maxmin(total, demands):
-    order=sorted(range(len(demands)), key=lambda i: demands[i]); out=[0]*len(demands); left=total
-    for k,i in enumerate(order):
-        sh=left/(len(demands)-k); out[i]=min(demands[i],sh); left-=out[i]
-    return out
+from share import maxmin  # the max-min fair split of share.py (the same folder)
 def run_stats(fn):
     g=defaultdict(lambda: defaultdict(float))  # (band, flow) -> n, adm, good
     pol=seed=None

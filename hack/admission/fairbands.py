@@ -15,11 +15,7 @@ import csv, glob, os, re, sys
 from collections import defaultdict
 
 
-def maxmin(total, demands):
-    order = sorted(range(len(demands)), key=lambda i: demands[i]); out = [0] * len(demands); left = total
-    for k, i in enumerate(order):
-        sh = left / (len(demands) - k); out[i] = min(demands[i], sh); left -= out[i]
-    return out
+from share import maxmin  # the max-min fair split of share.py (the same folder)
 
 
 def run(fn):

@@ -15,11 +15,7 @@ POLICY = os.environ.get('POLICY', '')
 TAG = re.compile(r'#band=(-?\d+)#flow=([^#]*)#wait_ms=([\d.]+)')
 
 
-def maxmin(total, demands):
-    order = sorted(range(len(demands)), key=lambda i: demands[i]); out = [0] * len(demands); left = total
-    for k, i in enumerate(order):
-        sh = left / (len(demands) - k); out[i] = min(demands[i], sh); left -= out[i]
-    return out
+from share import maxmin  # the max-min fair split of share.py (the same folder)
 
 
 def rows(d):
