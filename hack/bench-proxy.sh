@@ -15,10 +15,13 @@
 #
 # Needs haproxy on PATH (Debian: apt-get install -y haproxy); without it
 # the router is measured against the direct call only. BENCH_PORT (default
-# 19380) is the first of nine loopback ports used. ROUTER_GOGC and
+# 19380) is the first of ten loopback ports used. ROUTER_GOGC and
 # ROUTER_PROCS, when set, are the router's GOGC and GOMAXPROCS (the other
 # contestants keep Go's defaults). BENCH_NETHTTP_ROUTER=1 adds the same
 # router on Go's Transport to the replicas (upstream.client: net/http).
+# BENCH_BARE_OWN=1 adds bare-h1's handler on a minimal server loop of its
+# own instead of net/http's (bare-own, hack/bench-proxy/own.go: a lower
+# bound on what such a loop could cost, not a server).
 # BENCH_ROUTER_B=BINARY adds another llm-ring binary's router on the same
 # configuration as the target llm-ring-b (a before/after pair measured in
 # the same rounds: build the other commit with go build -o BINARY);
@@ -76,6 +79,11 @@ targets+=(--target "bare-go=http://127.0.0.1:$((port + 5))@$!")
 "$tmp/bench-proxy" bare-h1 "127.0.0.1:$((port + 6))" "http://$r0,http://$r1,http://$r2" &
 pids+=($!)
 targets+=(--target "bare-h1=http://127.0.0.1:$((port + 6))@$!")
+if [ -n "${BENCH_BARE_OWN:-}" ]; then
+	"$tmp/bench-proxy" bare-own "127.0.0.1:$((port + 9))" "http://$r0,http://$r1,http://$r2" &
+	pids+=($!)
+	targets+=(--target "bare-own=http://127.0.0.1:$((port + 9))@$!")
+fi
 
 if command -v haproxy >/dev/null; then
 	cat >"$tmp/haproxy.cfg" <<EOF

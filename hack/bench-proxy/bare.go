@@ -35,11 +35,26 @@ func (bareBuffers) Put(b []byte) { barePool.Put(&b) }
 // runBare serves the bare proxy on addr in front of the replicas' URLs
 // until the process is killed.
 func runBare(addr string, replicas []string, useH1 bool) error {
+	h, err := bareHandler(replicas, useH1)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, IdleTimeout: 2 * time.Minute}
+	return srv.Serve(ln)
+}
+
+// bareHandler is the bare proxy's handler in front of the replicas' URLs,
+// on the router's HTTP/1.1 client (useH1) or Go's Transport.
+func bareHandler(replicas []string, useH1 bool) (http.Handler, error) {
 	ups := make([]*url.URL, len(replicas))
 	for i, r := range replicas {
 		u, err := url.Parse(r)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		ups[i] = u
 	}
@@ -71,7 +86,7 @@ func runBare(addr string, replicas []string, useH1 bool) error {
 	// four of the unloaded streamed answers (the upstream connection
 	// closed mid-answer: "unexpected EOF" at the client), which neither
 	// the router nor HAProxy did on the same traffic.
-	h := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		b := bodyPool.Get().(*bytes.Buffer)
 		b.Reset()
 		if _, err := b.ReadFrom(req.Body); err != nil {
@@ -82,11 +97,5 @@ func runBare(addr string, replicas []string, useH1 bool) error {
 		req.Body = io.NopCloser(bytes.NewReader(b.Bytes()))
 		rp.ServeHTTP(w, req)
 		bodyPool.Put(b)
-	})
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: h, IdleTimeout: 2 * time.Minute}
-	return srv.Serve(ln)
+	}), nil
 }

@@ -4,6 +4,8 @@
 //
 //	bench-proxy replicas ADDR,ADDR,ADDR        serve fast fake replicas
 //	bench-proxy bare ADDR URL,URL,URL          serve the bare Go reverse proxy (bare.go)
+//	bench-proxy bare-h1 ADDR URL,URL,URL       the same on the router's HTTP/1.1 client
+//	bench-proxy bare-own ADDR URL,URL,URL      bare-h1 on a minimal server loop (own.go)
 //	bench-proxy load --direct URL,URL,URL --target NAME=URL@PID ...
 //
 // The load rounds alternate between the targets (the order rotates every
@@ -25,7 +27,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: bench-proxy replicas ADDRS | bare ADDR URLS | load FLAGS")
+		fmt.Fprintln(os.Stderr, "usage: bench-proxy replicas ADDRS | bare|bare-h1|bare-own ADDR URLS | load FLAGS")
 		os.Exit(2)
 	}
 	var err error
@@ -36,16 +38,20 @@ func main() {
 			break
 		}
 		err = runReplicas(strings.Split(os.Args[2], ","))
-	case "bare", "bare-h1":
+	case "bare", "bare-h1", "bare-own":
 		if len(os.Args) != 4 {
 			err = fmt.Errorf("%s: want an address and one comma-separated list of replica URLs", os.Args[1])
+			break
+		}
+		if os.Args[1] == "bare-own" {
+			err = runOwn(os.Args[2], strings.Split(os.Args[3], ","))
 			break
 		}
 		err = runBare(os.Args[2], strings.Split(os.Args[3], ","), os.Args[1] == "bare-h1")
 	case "load":
 		err = runLoad(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q (replicas, bare, load)", os.Args[1])
+		err = fmt.Errorf("unknown command %q (replicas, bare, bare-h1, bare-own, load)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-proxy:", err)
