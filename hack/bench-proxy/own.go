@@ -2,11 +2,14 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 )
 
 // The bare proxy on a server loop of its own (bare-own): the same
@@ -15,12 +18,12 @@ import (
 // with net/http's parser (http.ReadRequest) and answering through a small
 // ResponseWriter on a pooled bufio.Writer, flushed when the handler returns
 // or flushes. It is a measurement, not a server: it has no timeouts, no
-// header or body limits, no detection of a client that goes away (net/http
-// starts a background read per request for that), no chunked request
-// bodies, no 100-continue and no HTTP/1.0 keep-alive rules. What it costs
-// per request is therefore a lower bound on what a server loop of the
-// router's own could cost (issue 21: net/http's server is most of bare-h1's
-// CPU); what it saves against bare-h1 is the most such a loop could save.
+// header or body limits, no chunked request bodies, no 100-continue and no
+// HTTP/1.0 keep-alive rules; it does keep net/http's per-request cost of
+// noticing a client that goes away (the background read below). What it costs per request is therefore a lower
+// bound on what a server loop of the router's own could cost (issue 21:
+// net/http's server is most of bare-h1's CPU); what it saves against
+// bare-h1 is about the most such a loop could save.
 
 var ownWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 8<<10) }}
 
@@ -44,10 +47,16 @@ func runOwn(addr string, replicas []string) error {
 	}
 }
 
-// serveOwn answers the requests of one connection in turn.
+// serveOwn answers the requests of one connection in turn. As net/http
+// does, each request's context is cancelled when its client goes away: once
+// its body has been read to the end, a background read of one byte watches
+// the connection (a byte that comes is the next request's first, kept for
+// it; an error ends the request), and it is stopped, by a read deadline in
+// the past, before the next request is read.
 func serveOwn(c net.Conn, h http.Handler) {
 	defer c.Close()
-	br := bufio.NewReaderSize(c, 4<<10)
+	wc := &watchConn{Conn: c, done: make(chan struct{}, 1)}
+	br := bufio.NewReaderSize(wc, 4<<10)
 	bw := ownWriters.Get().(*bufio.Writer)
 	bw.Reset(c)
 	defer func() { bw.Reset(nil); ownWriters.Put(bw) }()
@@ -58,16 +67,81 @@ func serveOwn(c net.Conn, h http.Handler) {
 		if err != nil {
 			return
 		}
+		ctx, cancel := context.WithCancel(context.Background())
+		req = req.WithContext(ctx)
 		req.RemoteAddr = remote
+		req.Body = &watchBody{ReadCloser: req.Body, start: func() { wc.watch(cancel) }}
 		w.reset(req)
 		h.ServeHTTP(w, req)
-		if req.Body != nil {
-			io.Copy(io.Discard, req.Body) // what the handler left, so the next request starts at its head
-		}
-		if w.finish() != nil || req.Close {
+		io.Copy(io.Discard, req.Body) // what the handler left, so the next request starts at its head
+		err = w.finish()
+		wc.stop()
+		cancel()
+		if err != nil || req.Close {
 			return
 		}
 	}
+}
+
+// watchConn is the connection with its background read.
+type watchConn struct {
+	net.Conn
+	b       [1]byte
+	has     bool // b holds the next request's first byte
+	running bool
+	done    chan struct{}
+}
+
+func (c *watchConn) Read(p []byte) (int, error) {
+	if c.has && len(p) > 0 {
+		p[0], c.has = c.b[0], false
+		return 1, nil
+	}
+	return c.Conn.Read(p)
+}
+
+// watch starts the background read; cancel ends the request if the
+// client goes away.
+func (c *watchConn) watch(cancel context.CancelFunc) {
+	if c.running {
+		return
+	}
+	c.running = true
+	go func() {
+		n, err := c.Conn.Read(c.b[:])
+		c.has = n == 1
+		var ne net.Error
+		if err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
+			cancel()
+		}
+		c.done <- struct{}{}
+	}()
+}
+
+// stop ends the background read, if one runs, and waits for it.
+func (c *watchConn) stop() {
+	if !c.running {
+		return
+	}
+	c.Conn.SetReadDeadline(time.Unix(1, 0))
+	<-c.done
+	c.Conn.SetReadDeadline(time.Time{})
+	c.running = false
+}
+
+// watchBody starts the watch when the request's body has been read to
+// its end.
+type watchBody struct {
+	io.ReadCloser
+	start func()
+}
+
+func (b *watchBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.start()
+	}
+	return n, err
 }
 
 // ownWriter is the loop's http.ResponseWriter and http.Flusher: the head
