@@ -8,6 +8,7 @@ p90 (<= 1 s), the top band's (10) TTFT p90 at 2C / at C in the same run (<= 1.2)
 light flow's ratio to its max-min fair share of its band's good requests (>= 0.8).
 
 Usage: python3 hack/admission/own.py OUT             (the tables)
+       python3 hack/admission/own.py wide OUT        (per case, a row per policy, a cell per variant)
        python3 hack/admission/own.py caps SWEEPDIR [POLICIES]   (own.sh: lines "C POLICY,...")
 """
 import glob, math, os, sys
@@ -91,6 +92,30 @@ def case_tables(out, tag, summary):
         summary[(tag, name)] = (cnt, n)
 
 
+def wide(out):
+    """per case, one row per policy: C and per variant ratio / TTFT p90 / top ratio / flow ratio at 2C"""
+    tags = sorted(os.path.basename(d)[:-len('-sweep')] for d in glob.glob(f'{out}/*-sweep') if os.path.isdir(d))
+    for tag in tags:
+        cp, _ = caps(f'{out}/{tag}-sweep')
+        names = sorted({d.rsplit('-', 1)[1] for d in glob.glob(f'{out}/{tag}-c*-*')} - {'noadm'})
+        base, v = {}, defaultdict(dict)
+        for d in glob.glob(f'{out}/{tag}-c*-*'):
+            (base if d.endswith('-noadm') else v[d.rsplit('-', 1)[1]]).update(by_rate(load(d)))
+        print(f'\n{tag} (at 2C: goodput ratio / admitted TTFT p90 ms / top p90 2C/C / lightest flow; misses in bold):\n')
+        print('| policy | C | no adm. at 2C | ' + ' | '.join(names) + ' |')
+        print('|---|---:|---:|' + '---|' * len(names))
+        for p, (c, found, _) in cp.items():
+            cells, g0 = [], float('nan')
+            for name in names:
+                r = crit(v[name], base, p, c)
+                if r is None:
+                    cells.append('–'); continue
+                figs, ok, (g0, _) = r
+                fs = [fmt(figs[0], 2 if figs[0] < 10 else (1 if figs[0] < 100 else 0)), fmt(figs[1], 0), fmt(figs[2]), fmt(figs[3])]
+                cells.append(' / '.join(x if k else f'**{x}**' for x, k in zip(fs, ok)))
+            print(f'| {p} | {c}{"" if found else "*"} | {100 * g0:.1f} % | ' + ' | '.join(cells) + ' |')
+
+
 def main(out):
     summary = {}
     tags = sorted(os.path.basename(d)[:-len('-sweep')] for d in glob.glob(f'{out}/*-sweep') if os.path.isdir(d))
@@ -108,6 +133,12 @@ def main(out):
             cnt, n = summary[(tag, name)]
             cells.append(' / '.join(str(k) for k in cnt[:4]) + f'; **{cnt[4]}/{n}**')
         print(f'| {tag} | ' + ' | '.join(cells) + ' |')
+    tot = []
+    for name in names:
+        rows = [summary[k] for k in summary if k[1] == name]
+        sums = [sum(c[i] for c, _ in rows) for i in range(5)]
+        tot.append(' / '.join(map(str, sums[:4])) + f'; **{sums[4]}/{sum(n for _, n in rows)}**')
+    print('| total | ' + ' | '.join(tot) + ' |')
 
 
 if __name__ == '__main__':
@@ -118,5 +149,7 @@ if __name__ == '__main__':
             groups[c].append(p)
         for c in sorted(groups):
             print(c, ','.join(groups[c]))
+    elif sys.argv[1] == 'wide':
+        wide(sys.argv[2])
     else:
         main(sys.argv[1])
