@@ -21,6 +21,7 @@ POLICIES=${POLICIES:-all}
 SEEDS=${SEEDS:-1,2,3}
 SD=${SD:-20s}
 OWNPY=$(cd "$(dirname "$0")" && pwd)/own.py
+export PYTHONDONTWRITEBYTECODE=1  # no __pycache__ in the checkout
 mkdir -p "$OUT"
 cd "$OUT"
 # preset:workload:nominal capacity
