@@ -76,7 +76,7 @@ func stale(row *policy.Row, now int64, s *Settings) bool {
 // Controller's Score takes it from its ledger when the work model is one
 // of the ledger's (ledger.go).
 func PoolScore(v *policy.View, s *Settings, pending int) float64 {
-	return poolScore(v, s, pending, nil, 1)
+	return poolScore(v, s, pending, nil, 1, nil)
 }
 
 // Score is the pool's saturation score (PoolScore) with the work term of
@@ -90,12 +90,14 @@ func PoolScore(v *policy.View, s *Settings, pending int) float64 {
 func (c *Controller) Score(v *policy.View, pending int) float64 {
 	head := c.ledger.Headroom()
 	if c.s.workCharges() {
-		return poolScore(v, &c.s, pending, nil, head)
+		return poolScore(v, &c.s, pending, nil, head, c.ledger)
 	}
-	return poolScore(v, &c.s, pending, c.ledger, head)
+	return poolScore(v, &c.s, pending, c.ledger, head, c.ledger)
 }
 
-func poolScore(v *policy.View, s *Settings, pending int, led *Ledger, head float64) float64 {
+// poolScore is the mean replica score: led is the work term's ledger (nil:
+// the charges'), dec the decode term's (nil: off; ledger_decode.go).
+func poolScore(v *policy.View, s *Settings, pending int, led *Ledger, head float64, dec *Ledger) float64 {
 	n := 0
 	for r := range v.Rows {
 		if !v.Excluded(r) {
@@ -123,7 +125,8 @@ func poolScore(v *policy.View, s *Settings, pending int, led *Ledger, head float
 			sum++
 			continue
 		}
-		queue, memory := replicaTerms(row, s, float64(pending)/float64(n))
+		share := float64(pending) / float64(n)
+		queue, memory := replicaTerms(row, s, share)
 		work := 0.0
 		switch {
 		case s.WorkLimitNs <= 0:
@@ -137,7 +140,7 @@ func poolScore(v *policy.View, s *Settings, pending int, led *Ledger, head float
 		if head > 1 { // the headroom: every threshold loosened (ledger_headroom.go)
 			queue, memory, work = queue/head, memory/head, work/head
 		}
-		sum += max(queue, memory, work)
+		sum += max(queue, memory, work, decodeTerm(dec, s, v.Names[r], share)) // the decode term: not loosened
 	}
 	return sum / float64(n)
 }
