@@ -32,7 +32,11 @@ import "math"
 //	decode(r) = tpot(n(r) + 1) ÷ (DecodeShare × TPOT SLO)
 //
 // n(r) its ledger entries (every request in flight there: on a slot engine
-// each decodes once its prompt is in). The line is the pool's (its
+// each decodes once its prompt is in). The pool's score is the larger of
+// the mean of the replicas' other scores and the mean of their decode
+// terms (saturation.go): the pool is saturated for a band when its mean
+// predicted TPOT reaches the band's limit × the share of the SLO. The
+// line is the pool's (its
 // replicas are taken to be alike, as the TPOT SLO is the pool's); the
 // count is the replica's. The term is off until LedgerMinAnswers answers
 // have taught the line, without a TPOT SLO (SetTPOT) and with DecodeShare
@@ -41,6 +45,15 @@ import "math"
 // prefill chunks included: where admission holds the prefill work at its
 // limit, the prefill steps interleaved with decoding grow with the
 // replica's count too, and the slope carries them.
+
+// With DecodeQuantile q the limit also follows the outcome: a gain g on
+// it, g ← g · e^(−step) for an answer whose TPOT is over the SLO and
+// g ← g · e^(step·(1−q)/q) for one within (the headroom's quantile tracker,
+// ledger_headroom.go; step headroomStep), g in [1/headroomMax,
+// headroomMax]: at equilibrium a share 1 − q of the answers misses the
+// SLO. The line predicts a mean where the SLO is per request: where fewer
+// than 1 − q of the answers miss, the limit loosens (up to 4 × the share),
+// where more miss, it tightens (down to a quarter of it).
 
 // decodeFit is the pool's weighted sums of (x, y) = (mean requests in
 // flight over an answer's decode, its TPOT in ns).
@@ -51,6 +64,31 @@ type decodeFit struct {
 	// that follows it (lastOK: not yet consumed).
 	last   float64
 	lastOK bool
+	// q is Settings.DecodeQuantile (0: no tracker), g the limit's gain
+	// (0 until the first update: 1).
+	q, g float64
+}
+
+// gain is the limit's gain (1 without a tracker or before an answer).
+func (f *decodeFit) gain() float64 {
+	if !(f.g > 0) {
+		return 1
+	}
+	return f.g
+}
+
+// track updates the gain with one answer's TPOT against the SLO (ns).
+func (f *decodeFit) track(tpot, slo int64) {
+	if !(f.q > 0) || slo <= 0 {
+		return
+	}
+	g := f.gain()
+	if tpot > slo {
+		g *= math.Exp(-headroomStep)
+	} else {
+		g *= math.Exp(headroomStep * (1 - f.q) / f.q)
+	}
+	f.g = min(max(g, 1/headroomMax), headroomMax)
 }
 
 // decodeDecay is the weight an older answer keeps per new one.
@@ -124,5 +162,12 @@ func decodeTerm(led *Ledger, s *Settings, replica string, pending float64) float
 	if !ok {
 		return 0
 	}
-	return ns / (s.DecodeShare * float64(led.head.tpot))
+	return ns / (s.DecodeShare * float64(led.head.tpot) * led.dec.gain())
 }
+
+// DecodeGain is the decode limit's gain (1: none; DecodeQuantile).
+func (l *Ledger) DecodeGain() float64 { return l.dec.gain() }
+
+// DecodeAnswers is the number of answers the decode line learned from
+// (capped at LedgerWindow).
+func (l *Ledger) DecodeAnswers() int { return l.dec.n }

@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"math"
 	"testing"
 
 	"github.com/llm-ring/llm-ring/internal/policy"
@@ -91,7 +92,7 @@ func TestLedgerDecodeCount(t *testing.T) {
 // TestDecodeScore: DecodeShare 0.5 of a 100 ms TPOT SLO is a 50 ms limit;
 // the line 10 ms + 5 ms·x predicts 30 ms for replica a with 3 in flight
 // (x = 4: 0.6) and 15 ms for b with none (x = 1: 0.3): pool score 0.45,
-// the other terms 0. The headroom does not loosen it; with no TPOT SLO,
+// the other terms 0; the decode mean and the other terms' mean are two. The headroom does not loosen it; with no TPOT SLO,
 // no share, or the line unknown the term is off.
 func TestDecodeScore(t *testing.T) {
 	s := on()
@@ -116,6 +117,14 @@ func TestDecodeScore(t *testing.T) {
 	if got, ok := l.DecodeTPOT("a", 1); !ok || !nearRel(got, 35e6) { // one pending more: x = 5
 		t.Fatalf("DecodeTPOT(a, 1) = %v, %v; want 35 ms", got, ok)
 	}
+	// A mean of its own: a's KV use 0.8 scores 1 (b 0): the others' mean
+	// 0.5 against the decode mean 0.45 — 0.5, not the (max(1, 0.6) + 0.3)
+	// / 2 = 0.65 of a term inside each replica's max.
+	v.Rows[0].Reported = policy.Reported{KVUse: 0.8, HasKV: true, At: now}
+	if got := c.Score(v, 0); !near(got, 0.5) {
+		t.Fatalf("with a's KV term: score %v, want 0.5", got)
+	}
+	v.Rows[0].Reported = policy.Reported{}
 	l.head.m = 2 // a headroom (work_target) leaves the decode term as it is
 	if got := c.Score(v, 0); !near(got, 0.45) {
 		t.Fatalf("with headroom 2: score %v, want 0.45", got)
@@ -135,6 +144,68 @@ func TestDecodeScore(t *testing.T) {
 		s.DecodeShare = bad
 		if err := s.Validate(); err == nil {
 			t.Fatalf("decode_share %v: no error", bad)
+		}
+	}
+}
+
+// TestDecodeQuantile: with decode_quantile 0.9 and a 100 ms TPOT SLO, an
+// answer within it multiplies the decode limit's gain by e^(0.05/9), one
+// over it by e^(−0.05) (at the SLO counts as within); the gain stays in
+// [1/4, 4]; without a quantile or an SLO it stays 1. With the gain 2 the
+// TestDecodeScore pool scores 0.45 / 2.
+func TestDecodeQuantile(t *testing.T) {
+	s := on()
+	s.DecodeShare, s.DecodeQuantile = 0.5, 0.9
+	c := New(s)
+	l := c.Ledger()
+	l.Decoded(500 * ms) // no TPOT SLO yet
+	if l.DecodeGain() != 1 {
+		t.Fatalf("no SLO: gain %v, want 1", l.DecodeGain())
+	}
+	c.SetTPOT(100 * ms)
+	l.Decoded(100 * ms)
+	if want := math.Exp(0.05 / 9); !near(l.DecodeGain(), want) {
+		t.Fatalf("one within: gain %v, want %v", l.DecodeGain(), want)
+	}
+	l.Decoded(101 * ms)
+	if want := math.Exp(0.05/9 - 0.05); !near(l.DecodeGain(), want) {
+		t.Fatalf("then one over: gain %v, want %v", l.DecodeGain(), want)
+	}
+	for range 100 { // e^(−5): clamped to 1/4
+		l.Decoded(sec)
+	}
+	if l.DecodeGain() != 0.25 {
+		t.Fatalf("100 over: gain %v, want 0.25", l.DecodeGain())
+	}
+	for range 3000 { // e^(3000 × 0.05/9) from 1/4: clamped to 4
+		l.Decoded(ms)
+	}
+	if l.DecodeGain() != 4 {
+		t.Fatalf("3000 within: gain %v, want 4", l.DecodeGain())
+	}
+	l.dec.g = 2
+	v := &policy.View{Names: []string{"a", "b"}, Rows: make([]policy.Row, 2), Now: 10 * sec}
+	for id := uint64(1); id <= 3; id++ {
+		l.Dispatched(id, "a", 10, 0, 10*sec)
+	}
+	l.dec.w, l.dec.x, l.dec.y, l.dec.xx, l.dec.xy, l.dec.n = 0, 0, 0, 0, 0, 0
+	for x := 1; x <= 8; x++ {
+		l.dec.learn(float64(x), float64(10*ms+5*ms*int64(x)))
+	}
+	if got := c.Score(v, 0); !near(got, 0.225) {
+		t.Fatalf("gain 2: score %v, want 0.225", got)
+	}
+	s.DecodeQuantile = 0
+	c2 := New(s)
+	c2.SetTPOT(100 * ms)
+	c2.Ledger().Decoded(sec)
+	if c2.Ledger().DecodeGain() != 1 {
+		t.Fatalf("no quantile: gain %v, want 1", c2.Ledger().DecodeGain())
+	}
+	for _, bad := range []float64{-0.1, 1} {
+		s.DecodeQuantile = bad
+		if err := s.Validate(); err == nil {
+			t.Fatalf("decode_quantile %v: no error", bad)
 		}
 	}
 }

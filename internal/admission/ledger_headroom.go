@@ -89,6 +89,7 @@ func (h *headroom) decoded(tpotNs int64) {
 // the decode of the answer Answered ended last.
 func (l *Ledger) Decoded(tpotNs int64) {
 	l.head.decoded(tpotNs)
+	l.dec.track(tpotNs, l.head.tpot)
 	if l.dec.lastOK {
 		l.dec.learn(l.dec.last, float64(tpotNs))
 		l.dec.lastOK = false

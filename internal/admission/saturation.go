@@ -87,6 +87,9 @@ func PoolScore(v *policy.View, s *Settings, pending int) float64 {
 // stale one's is divided by the ledger's headroom (ledger_headroom.go):
 // the thresholds loosen while the pool's first tokens come within the
 // target.
+//
+// With a decode share (Settings.DecodeShare) the score is the larger of
+// that mean and the mean of the replicas' decode terms (ledger_decode.go).
 func (c *Controller) Score(v *policy.View, pending int) float64 {
 	head := c.ledger.Headroom()
 	if c.s.workCharges() {
@@ -95,8 +98,14 @@ func (c *Controller) Score(v *policy.View, pending int) float64 {
 	return poolScore(v, &c.s, pending, c.ledger, head, c.ledger)
 }
 
-// poolScore is the mean replica score: led is the work term's ledger (nil:
-// the charges'), dec the decode term's (nil: off; ledger_decode.go).
+// poolScore is the mean replica score, or the mean decode term when
+// larger: led is the work term's ledger (nil: the charges'), dec the
+// decode term's (nil: off; ledger_decode.go). The decode term is a mean
+// of its own, not a term in each replica's max: it is above 0 on every
+// replica that decodes, and inside the max it raised the mean whenever
+// another replica's work term was high (measured: a third of band 0's
+// admissions at capacity lost while every predicted TPOT was a quarter
+// of the SLO).
 func poolScore(v *policy.View, s *Settings, pending int, led *Ledger, head float64, dec *Ledger) float64 {
 	n := 0
 	for r := range v.Rows {
@@ -115,7 +124,7 @@ func poolScore(v *policy.View, s *Settings, pending int, led *Ledger, head float
 	default:
 		mean = meanPrefill(v)
 	}
-	sum := 0.0
+	sum, dsum := 0.0, 0.0
 	for r := range v.Rows {
 		if v.Excluded(r) {
 			continue
@@ -140,9 +149,10 @@ func poolScore(v *policy.View, s *Settings, pending int, led *Ledger, head float
 		if head > 1 { // the headroom: every threshold loosened (ledger_headroom.go)
 			queue, memory, work = queue/head, memory/head, work/head
 		}
-		sum += max(queue, memory, work, decodeTerm(dec, s, v.Names[r], share)) // the decode term: not loosened
+		sum += max(queue, memory, work)
+		dsum += decodeTerm(dec, s, v.Names[r], share) // the decode term: a mean of its own, not loosened
 	}
-	return sum / float64(n)
+	return max(sum, dsum) / float64(n)
 }
 
 // Saturated reports whether the pool's score reached the limit.
