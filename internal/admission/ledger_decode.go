@@ -36,9 +36,8 @@ import "math"
 // the mean of the replicas' other scores and the mean of their decode
 // terms (saturation.go): the pool is saturated for a band when its mean
 // predicted TPOT reaches the band's limit × the share of the SLO. The
-// line is the pool's (its
-// replicas are taken to be alike, as the TPOT SLO is the pool's); the
-// count is the replica's. The term is off until LedgerMinAnswers answers
+// line is the pool's (its replicas are taken to be alike, as the TPOT SLO
+// is the pool's); the count is the replica's. The term is off until LedgerMinAnswers answers
 // have taught the line, without a TPOT SLO (SetTPOT) and with DecodeShare
 // 0. The headroom (WorkTarget) does not divide it: the multiplier holds
 // first tokens, not decode steps. The line fits what the engine did,

@@ -92,8 +92,9 @@ func TestLedgerDecodeCount(t *testing.T) {
 // TestDecodeScore: DecodeShare 0.5 of a 100 ms TPOT SLO is a 50 ms limit;
 // the line 10 ms + 5 ms·x predicts 30 ms for replica a with 3 in flight
 // (x = 4: 0.6) and 15 ms for b with none (x = 1: 0.3): pool score 0.45,
-// the other terms 0; the decode mean and the other terms' mean are two. The headroom does not loosen it; with no TPOT SLO,
-// no share, or the line unknown the term is off.
+// the other terms 0; the decode mean and the other terms' mean are kept
+// apart. The headroom does not loosen it; with no TPOT SLO, no share, or
+// the line unknown the term is off.
 func TestDecodeScore(t *testing.T) {
 	s := on()
 	s.DecodeShare = 0.5

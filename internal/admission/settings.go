@@ -62,11 +62,13 @@ type Settings struct {
 	// divided by it; an answer over the TPOT SLO takes it down
 	// (ledger_headroom.go); 0 (the default): off.
 	WorkTarget float64 `json:"work_target"`
-	// DecodeShare, in (0, 1], adds the decode term to the saturation
+	// DecodeShare, in (0, 4], adds the decode term to the saturation
 	// score: a replica scores 1 on it when the pool's learned time per
 	// output token with one more request than it has in flight reaches
-	// DecodeShare × the TPOT SLO (Controller.SetTPOT; ledger_decode.go);
-	// 0 (the default): off.
+	// DecodeShare × the TPOT SLO (Controller.SetTPOT; ledger_decode.go),
+	// and the pool score is at least the mean of those scores (the band
+	// limits scale it as they scale the other terms); 0 (the default):
+	// off.
 	DecodeShare float64 `json:"decode_share"`
 	// DecodeQuantile, in (0, 1), lets the decode term's limit follow the
 	// answers: a gain on it, in [1/4, 4], holds this quantile of the
