@@ -150,8 +150,8 @@ func TestDecodeScore(t *testing.T) {
 }
 
 // TestDecodeQuantile: with decode_quantile 0.9 and a 100 ms TPOT SLO, an
-// answer within it multiplies the decode limit's gain by e^(0.05/9), one
-// over it by e^(−0.05) (at the SLO counts as within); the gain stays in
+// answer within it multiplies the decode limit's gain by e^(0.2/9), one
+// over it by e^(−0.2) (at the SLO counts as within); the gain stays in
 // [1/4, 4]; without a quantile or an SLO it stays 1. With the gain 2 the
 // TestDecodeScore pool scores 0.45 / 2.
 func TestDecodeQuantile(t *testing.T) {
@@ -165,20 +165,20 @@ func TestDecodeQuantile(t *testing.T) {
 	}
 	c.SetTPOT(100 * ms)
 	l.Decoded(100 * ms)
-	if want := math.Exp(0.05 / 9); !near(l.DecodeGain(), want) {
+	if want := math.Exp(0.2 / 9); !near(l.DecodeGain(), want) {
 		t.Fatalf("one within: gain %v, want %v", l.DecodeGain(), want)
 	}
 	l.Decoded(101 * ms)
-	if want := math.Exp(0.05/9 - 0.05); !near(l.DecodeGain(), want) {
+	if want := math.Exp(0.2/9 - 0.2); !near(l.DecodeGain(), want) {
 		t.Fatalf("then one over: gain %v, want %v", l.DecodeGain(), want)
 	}
-	for range 100 { // e^(−5): clamped to 1/4
+	for range 100 { // e^(−20): clamped to 1/4
 		l.Decoded(sec)
 	}
 	if l.DecodeGain() != 0.25 {
 		t.Fatalf("100 over: gain %v, want 0.25", l.DecodeGain())
 	}
-	for range 3000 { // e^(3000 × 0.05/9) from 1/4: clamped to 4
+	for range 3000 { // e^(3000 × 0.2/9) from 1/4: clamped to 4
 		l.Decoded(ms)
 	}
 	if l.DecodeGain() != 4 {
