@@ -36,7 +36,7 @@ func defineAdmissionFlags(fs *flag.FlagSet) *admissionFlags {
 		floodShare:   fs.Float64("admission-flood-share", 0, "with --admission: share of conversations that flow t0 (the flooder) sends on top"),
 	}
 	fs.Var(&a.set, "admission-set", "with --admission: KEY=VALUE, repeatable: queue_capacity, queue_threshold, "+
-		"kv_threshold, token_capacity, token_share, work_share, work_model (charges|inflight|backlog|prefill), work_cached (expect|match|min), work_target, limit, work_limit, max_wait and service_floor (durations), order (fcfs|edf), shed_status (429|503), "+
+		"kv_threshold, token_capacity, token_share, work_share, work_model (charges|inflight|backlog|prefill), work_cached (expect|match|min), work_target, decode_share, decode_quantile, limit, work_limit, max_wait and service_floor (durations), order (fcfs|edf), shed_status (429|503), "+
 		"min_share=BAND:SHARE, band_limit=BAND:LIMIT and flow_weight=FLOW:WEIGHT (repeatable), tokens_per_minute (every flow's budget), service_quantile, flow_gate, flow_share (inflight|rate), flow_window (a duration)")
 	return a
 }
@@ -108,6 +108,10 @@ func setAdmission(st *admission.Settings, kv string) error {
 		st.WorkCached = v
 	case "work_target":
 		st.WorkTarget, err = f()
+	case "decode_share":
+		st.DecodeShare, err = f()
+	case "decode_quantile":
+		st.DecodeQuantile, err = f()
 	case "work_limit":
 		var d time.Duration
 		d, err = time.ParseDuration(v)
@@ -137,7 +141,7 @@ func setAdmission(st *admission.Settings, kv string) error {
 	case "min_share", "band_limit", "flow_weight": // BAND:SHARE, BAND:LIMIT, FLOW:WEIGHT (repeatable)
 		return setAdmissionMap(st, k, v)
 	default:
-		return fmt.Errorf("unknown key %q (want queue_capacity, queue_threshold, kv_threshold, limit, token_capacity, token_share, work_share, work_model, work_cached, work_target, work_limit, max_wait, service_floor, order, shed_status, min_share, band_limit, flow_weight, tokens_per_minute, service_quantile, flow_gate, flow_share or flow_window)", k)
+		return fmt.Errorf("unknown key %q (want queue_capacity, queue_threshold, kv_threshold, limit, token_capacity, token_share, work_share, work_model, work_cached, work_target, decode_share, decode_quantile, work_limit, max_wait, service_floor, order, shed_status, min_share, band_limit, flow_weight, tokens_per_minute, service_quantile, flow_gate, flow_share or flow_window)", k)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %q is not a valid value", k, v)

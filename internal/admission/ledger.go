@@ -62,6 +62,9 @@ type Ledger struct {
 	// head is the score's headroom from the first tokens' times
 	// (ledger_headroom.go; Settings.WorkTarget).
 	head headroom
+	// dec is the pool's TPOT against the requests in flight
+	// (ledger_decode.go; Settings.DecodeShare).
+	dec decodeFit
 }
 
 type ledgerEntry struct {
@@ -79,6 +82,10 @@ type ledgerEntry struct {
 	// prefilled: its first token has come (First); its tokens no longer
 	// count in its replica's prefilling sum.
 	prefilled bool
+	// decAt and decInt mark its decode's start (its first token, else its
+	// dispatch) and its replica's count integral then (ledger_decode.go).
+	decAt  int64
+	decInt float64
 }
 
 // repWork is one replica's part of the ledger.
@@ -95,6 +102,11 @@ type repWork struct {
 	rateNow    float64     // the throughput (tokens/s; 0: none)
 	cached     CachedShare // answers that expected nothing cached
 	hit        CachedShare // of the expected tokens, the share found cached
+	// n is its entries in flight, nInt ∫ n dt (request·ns) up to nAt
+	// (ledger_decode.go).
+	n    int
+	nInt float64
+	nAt  int64
 }
 
 // prefill is one request's prefill: dispatched at start, first token at
@@ -283,8 +295,11 @@ func (l *Ledger) Dispatched(id uint64, replica string, tokens int64, expectCache
 	w.inflight += tokens
 	w.prefilling += tokens
 	w.backlog += float64(tokens)
+	w.count(now)
+	w.n++
 	seq := w.record(prefill{start: now, state: pending})
-	l.reqs[id] = ledgerEntry{rep: l.byName[replica], seq: seq, start: now, arrived: now, tokens: tokens, expect: max(expectCached, 0)}
+	l.reqs[id] = ledgerEntry{rep: l.byName[replica], seq: seq, start: now, arrived: now, tokens: tokens, expect: max(expectCached, 0),
+		decAt: now, decInt: w.nInt}
 }
 
 // Ended removes request id's entry (answered, failed or cancelled); false
@@ -301,6 +316,8 @@ func (l *Ledger) Ended(id uint64, now int64) bool {
 	w.finish(e.seq, 0, 0, 0, false)
 	w.measure()
 	w.inflight -= e.tokens
+	w.count(now)
+	w.n--
 	if !e.prefilled {
 		w.prefilling -= e.tokens
 	}
@@ -317,6 +334,7 @@ func (l *Ledger) Ended(id uint64, now int64) bool {
 // first token teaches no rate.
 func (l *Ledger) Answered(id uint64, replica string, start, first int64, cached, processed int, now int64) {
 	e, ok := l.reqs[id]
+	l.dec.lastOK = false
 	if !ok {
 		l.Learn(replica, start, first, cached, processed, now)
 		return
@@ -324,7 +342,9 @@ func (l *Ledger) Answered(id uint64, replica string, start, first int64, cached,
 	w := l.reps[e.rep]
 	l.settle(w, now)
 	w.finish(e.seq, start, first, processed, true)
+	x := l.meanCount(e, now) // its decode's mean count, for the Decoded that follows (ledger_decode.go)
 	l.Ended(id, now)
+	l.dec.last, l.dec.lastOK = x, x > 0
 	switch {
 	case cached < 0:
 	case e.expect > 0:

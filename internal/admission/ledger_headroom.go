@@ -83,9 +83,18 @@ func (h *headroom) decoded(tpotNs int64) {
 
 // Decoded tells the ledger an answer's time per output token (ns: from its
 // first token to its end over its output tokens after the first; the
-// driver calls it for answers of more than one token): the headroom's
-// decode guard.
-func (l *Ledger) Decoded(tpotNs int64) { l.head.decoded(tpotNs) }
+// driver calls it for answers of more than one token, right after that
+// answer's Answered): the headroom's decode guard, and the decode term's
+// line (ledger_decode.go), which pairs it with the requests in flight over
+// the decode of the answer Answered ended last.
+func (l *Ledger) Decoded(tpotNs int64) {
+	l.head.decoded(tpotNs)
+	l.dec.track(tpotNs, l.head.tpot)
+	if l.dec.lastOK {
+		l.dec.learn(l.dec.last, float64(tpotNs))
+		l.dec.lastOK = false
+	}
+}
 
 // SetTPOT tells the controller the default TPOT SLO (ns; 0: none) its
 // driver gives requests: with a work target, an answer over it takes the

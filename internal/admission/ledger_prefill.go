@@ -38,9 +38,11 @@ func (l *Ledger) First(id uint64, now int64) bool {
 		return false
 	}
 	e.prefilled = true
+	w := l.reps[e.rep]
+	w.count(now)
+	e.decAt, e.decInt = now, w.nInt // its decode starts (ledger_decode.go)
 	l.reqs[id] = e
 	l.head.observe(now - e.arrived) // its time to first token (ledger_headroom.go)
-	w := l.reps[e.rep]
 	w.prefilling -= e.tokens
 	if l.model == WorkPrefill {
 		l.settle(w, now)

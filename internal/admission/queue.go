@@ -135,6 +135,7 @@ func NewShared(s Settings, b *Budgets) *Controller {
 	c := &Controller{s: s, budgets: b, byID: map[uint64]*entry{}, tokenCap: s.TokenCapacity, workLimit: s.WorkLimitNs,
 		ledger: NewLedger()}
 	c.ledger.model = s.WorkModel
+	c.ledger.dec.q = s.DecodeQuantile
 	bands := sortedBands(s.BandLimits)
 	for i := len(bands) - 1; i >= 0; i-- {
 		c.limits = append(c.limits, bandLimit{bands[i], s.BandLimits[bands[i]]})

@@ -76,7 +76,7 @@ func stale(row *policy.Row, now int64, s *Settings) bool {
 // Controller's Score takes it from its ledger when the work model is one
 // of the ledger's (ledger.go).
 func PoolScore(v *policy.View, s *Settings, pending int) float64 {
-	return poolScore(v, s, pending, nil, 1)
+	return poolScore(v, s, pending, nil, 1, nil)
 }
 
 // Score is the pool's saturation score (PoolScore) with the work term of
@@ -87,15 +87,26 @@ func PoolScore(v *policy.View, s *Settings, pending int) float64 {
 // stale one's is divided by the ledger's headroom (ledger_headroom.go):
 // the thresholds loosen while the pool's first tokens come within the
 // target.
+//
+// With a decode share (Settings.DecodeShare) the score is the larger of
+// that mean and the mean of the replicas' decode terms (ledger_decode.go).
 func (c *Controller) Score(v *policy.View, pending int) float64 {
 	head := c.ledger.Headroom()
 	if c.s.workCharges() {
-		return poolScore(v, &c.s, pending, nil, head)
+		return poolScore(v, &c.s, pending, nil, head, c.ledger)
 	}
-	return poolScore(v, &c.s, pending, c.ledger, head)
+	return poolScore(v, &c.s, pending, c.ledger, head, c.ledger)
 }
 
-func poolScore(v *policy.View, s *Settings, pending int, led *Ledger, head float64) float64 {
+// poolScore is the mean replica score, or the mean decode term when
+// larger: led is the work term's ledger (nil: the charges'), dec the
+// decode term's (nil: off; ledger_decode.go). The decode term is a mean
+// of its own, not a term in each replica's max: it is above 0 on every
+// replica that decodes, and inside the max it raised the mean whenever
+// another replica's work term was high (measured on the llama.cpp model
+// at capacity: band 0's answers −30 % while the predicted TPOTs were
+// 10–24 ms against a 100 ms SLO).
+func poolScore(v *policy.View, s *Settings, pending int, led *Ledger, head float64, dec *Ledger) float64 {
 	n := 0
 	for r := range v.Rows {
 		if !v.Excluded(r) {
@@ -113,7 +124,7 @@ func poolScore(v *policy.View, s *Settings, pending int, led *Ledger, head float
 	default:
 		mean = meanPrefill(v)
 	}
-	sum := 0.0
+	sum, dsum := 0.0, 0.0
 	for r := range v.Rows {
 		if v.Excluded(r) {
 			continue
@@ -123,7 +134,8 @@ func poolScore(v *policy.View, s *Settings, pending int, led *Ledger, head float
 			sum++
 			continue
 		}
-		queue, memory := replicaTerms(row, s, float64(pending)/float64(n))
+		share := float64(pending) / float64(n)
+		queue, memory := replicaTerms(row, s, share)
 		work := 0.0
 		switch {
 		case s.WorkLimitNs <= 0:
@@ -138,8 +150,9 @@ func poolScore(v *policy.View, s *Settings, pending int, led *Ledger, head float
 			queue, memory, work = queue/head, memory/head, work/head
 		}
 		sum += max(queue, memory, work)
+		dsum += decodeTerm(dec, s, v.Names[r], share) // the decode term: a mean of its own, not loosened
 	}
-	return sum / float64(n)
+	return max(sum, dsum) / float64(n)
 }
 
 // Saturated reports whether the pool's score reached the limit.

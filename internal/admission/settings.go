@@ -62,6 +62,19 @@ type Settings struct {
 	// divided by it; an answer over the TPOT SLO takes it down
 	// (ledger_headroom.go); 0 (the default): off.
 	WorkTarget float64 `json:"work_target"`
+	// DecodeShare, in (0, 4], adds the decode term to the saturation
+	// score: a replica scores 1 on it when the pool's learned time per
+	// output token with one more request than it has in flight reaches
+	// DecodeShare × the TPOT SLO (Controller.SetTPOT; ledger_decode.go),
+	// and the pool score is at least the mean of those scores (the band
+	// limits scale it as they scale the other terms); 0 (the default):
+	// off.
+	DecodeShare float64 `json:"decode_share"`
+	// DecodeQuantile, in (0, 1), lets the decode term's limit follow the
+	// answers: a gain on it, in [1/4, 4], holds this quantile of the
+	// answers' TPOT at the SLO (ledger_decode.go); 0 (the default): the
+	// limit stays DecodeShare × the SLO.
+	DecodeQuantile float64 `json:"decode_quantile"`
 	// StaleAfterNs: a report older than this makes its replica count as
 	// saturated (GIE: stale metrics are 100 % saturated). Default 2 s, ten
 	// intervals of the shipped 200 ms scrape.
@@ -200,6 +213,8 @@ func (s *Settings) Validate() error {
 	check(s.WorkCached == "" || s.WorkCached == CachedExpect || s.WorkCached == CachedMatch || s.WorkCached == CachedMin,
 		"work_cached: must be %q, %q or %q, got %q", CachedExpect, CachedMatch, CachedMin, s.WorkCached)
 	check(s.WorkTarget >= 0 && s.WorkTarget <= 1, "work_target: must be in [0, 1], got %v", s.WorkTarget)
+	check(s.DecodeShare >= 0 && s.DecodeShare <= 4, "decode_share: must be in [0, 4], got %v", s.DecodeShare)
+	check(s.DecodeQuantile >= 0 && s.DecodeQuantile < 1, "decode_quantile: must be in [0, 1), got %v", s.DecodeQuantile)
 	check(s.StaleAfterNs > 0, "stale_after: must be > 0, got %dns", s.StaleAfterNs)
 	check(s.Limit > 0 && !math.IsInf(s.Limit, 0), "limit: must be > 0, got %v", s.Limit)
 	check(s.QueueCapacity >= 0, "queue_capacity: must be ≥ 0, got %d", s.QueueCapacity)

@@ -382,6 +382,6 @@ func admConfig(a *Admission) map[string]any {
 		"min_share": st.MinShare, "band_limits": st.BandLimits, "flow_weights": st.FlowWeights, "tokens_per_minute": st.TokensPerMinute,
 		"service_quantile": st.ServiceQuantile, "token_share": st.TokenShare,
 		"work_share": st.WorkShare, "work_model": st.WorkModel, "work_limit": time.Duration(st.WorkLimitNs).String(),
-		"flow_gate": st.FlowGate, "work_target": st.WorkTarget, "flow_share": st.FlowShareMode(), "flow_window": time.Duration(st.FlowWindow()).String(),
+		"flow_gate": st.FlowGate, "work_target": st.WorkTarget, "decode_share": st.DecodeShare, "decode_quantile": st.DecodeQuantile, "flow_share": st.FlowShareMode(), "flow_window": time.Duration(st.FlowWindow()).String(),
 	}
 }

@@ -72,3 +72,43 @@ func TestAdmissionDecodeGuard(t *testing.T) {
 		}
 	}
 }
+
+// TestAdmissionDecodeLine: the simulator pairs each answer's TPOT with its
+// requests in flight (Ledger.Answered, then Ledger.Decoded), so the decode
+// term's line learns one point per answer of more than one token: a burst
+// of 10 answers of 32 tokens on one replica teaches 10 and predicts a
+// time per output token; 7 teach too few (LedgerMinAnswers) and predict
+// none. The rows are the same with and without the term below its limit
+// (decode_share 4: nothing held).
+func TestAdmissionDecodeLine(t *testing.T) {
+	for _, n := range []int{7, 10} {
+		var rows [2]map[string]float64
+		for k, share := range []float64{0, 4} {
+			st := admSettings(n)
+			st.QueueThreshold, st.DecodeShare = 100, share
+			sp, convs := burstSpec(n, &Admission{Settings: st, SLOTTFT: 10 * time.Second, SLOTPOT: time.Second})
+			sp.Model.AnswerMin, sp.Model.AnswerMax = 32, 32
+			for i := range convs {
+				convs[i].Turns[0].MaxTokens = 32
+			}
+			s, got := runBurst(t, &sp, false)
+			l := s.adm.c.Ledger()
+			if l.DecodeAnswers() != n {
+				t.Fatalf("%d answers: the line learned %d", n, l.DecodeAnswers())
+			}
+			_, ok := l.DecodeTPOT("llm-0", 0)
+			if ok != (n >= admission.LedgerMinAnswers) {
+				t.Fatalf("%d answers: predicted %v", n, ok)
+			}
+			rows[k] = map[string]float64{}
+			for c, r := range got {
+				rows[k][c] = r.LatencyMS
+			}
+		}
+		for c, lat := range rows[0] {
+			if rows[1][c] != lat {
+				t.Fatalf("%d answers: %s's latency %v ms with the term, %v without", n, c, rows[1][c], lat)
+			}
+		}
+	}
+}
