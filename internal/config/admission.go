@@ -35,7 +35,9 @@ import (
 //	  work_model: charges        # what the work counts: charges | inflight | backlog | prefill (the work ledger; docs/admission.md)
 //	  work_cached: expect        # the ledger's cached tokens of a request: expect (placement memory) | match (the prefix index) | min
 //	  work_target: 0             # (0, 1]: the score's thresholds loosen while the p90 from arrival to first token stays below target × default_slo_ttft; 0: off
-//	  default_slo_tpot: 0s       # with work_target: an answer whose time per output token is over it tightens them again (0: no such guard)
+//	  default_slo_tpot: 0s       # the pool's TPOT SLO: with work_target an answer over it tightens the thresholds again; decode_share needs it (0: none)
+//	  decode_share: 0            # (0, 4]: a replica saturates when its learned time per output token with one more request exceeds share × default_slo_tpot; 0: off
+//	  decode_quantile: 0         # (0, 1): with decode_share, that limit follows the answers so that this quantile of their TPOT stays within the SLO; 0: fixed
 type Admission struct {
 	Enabled             bool               `json:"enabled" cfg:"optional"`
 	QueueThreshold      float64            `json:"queue_threshold" cfg:"optional"`
@@ -47,6 +49,8 @@ type Admission struct {
 	WorkModel           string             `json:"work_model" cfg:"optional"`
 	WorkCached          string             `json:"work_cached" cfg:"optional"`
 	WorkTarget          float64            `json:"work_target" cfg:"optional"`
+	DecodeShare         float64            `json:"decode_share" cfg:"optional"`
+	DecodeQuantile      float64            `json:"decode_quantile" cfg:"optional"`
 	StaleAfter          Duration           `json:"stale_after" cfg:"optional"`
 	Limit               float64            `json:"limit" cfg:"optional"`
 	QueueCapacity       *int               `json:"queue_capacity" cfg:"optional"`
@@ -157,6 +161,7 @@ func (a Admission) Settings() (admission.Settings, error) {
 		s.WorkModel = a.WorkModel
 	}
 	s.WorkCached, s.WorkTarget = a.WorkCached, a.WorkTarget
+	s.DecodeShare, s.DecodeQuantile = a.DecodeShare, a.DecodeQuantile
 	s.TokensPerMinute, s.FlowTokensPerMinute, s.FlowWeights = a.TokensPerMinute, a.FlowTokensPerMinute, a.FlowWeights
 	s.FlowGate, s.FlowShare, s.FlowWindowNs = a.FlowGate, a.FlowShare, int64(time.Duration(a.FlowWindow))
 	var err error
@@ -209,6 +214,12 @@ func (a Admission) Validate() error {
 	}
 	if a.DefaultSLOTPOT < 0 {
 		errs = append(errs, fmt.Errorf("admission.default_slo_tpot: must be ≥ 0, got %s", time.Duration(a.DefaultSLOTPOT)))
+	}
+	if a.DecodeShare > 0 && a.DefaultSLOTPOT <= 0 {
+		errs = append(errs, errors.New("admission.decode_share: needs default_slo_tpot (the TPOT SLO its limit is a share of)"))
+	}
+	if a.DecodeQuantile > 0 && a.DecodeShare <= 0 {
+		errs = append(errs, errors.New("admission.decode_quantile: needs decode_share"))
 	}
 	for name := range a.Objectives {
 		if strings.TrimSpace(name) == "" {

@@ -113,3 +113,27 @@ func TestAdmissionFlowShare(t *testing.T) {
 		}
 	}
 }
+
+// TestAdmissionDecodeTerm: decode_share and decode_quantile reach the
+// settings; each is refused, naming its key, without what it needs or
+// outside its range.
+func TestAdmissionDecodeTerm(t *testing.T) {
+	c, err := withAdmission(t, "admission:\n  enabled: true\n  default_slo_tpot: 100ms\n  decode_share: 0.8\n  decode_quantile: 0.95\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Admission.Settings()
+	if err != nil || s.DecodeShare != 0.8 || s.DecodeQuantile != 0.95 {
+		t.Fatalf("settings %+v, %v", s, err)
+	}
+	for block, want := range map[string]string{
+		"admission:\n  decode_share: 0.8\n":                                                "admission.decode_share: needs default_slo_tpot",
+		"admission:\n  default_slo_tpot: 100ms\n  decode_quantile: 0.9\n":                  "admission.decode_quantile: needs decode_share",
+		"admission:\n  default_slo_tpot: 100ms\n  decode_share: 5\n":                       "admission.decode_share: must be in [0, 4]",
+		"admission:\n  default_slo_tpot: 100ms\n  decode_share: 1\n  decode_quantile: 1\n": "admission.decode_quantile: must be in [0, 1)",
+	} {
+		if _, err := withAdmission(t, block); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want it to name %q", block, err, want)
+		}
+	}
+}
