@@ -1,5 +1,5 @@
 """Issue 22's four criteria at each policy's own capacity, from the folders of
-hack/admission/own.sh (docs/notes/admission-targets.md, "Every criterion at each policy's own
+hack/admission/own.sh (docs/notes/admission-criteria.md, "Every criterion at each policy's own
 capacity"). A policy's capacity C is the highest rate of its no-admission sweep (ENG-PRESET-WL-sweep)
 with goodput >= 90 % (TTFT <= 1 s and TPOT <= 100 ms; mean over seeds); where no rate reaches
 it, the lowest swept rate (marked *). At 2C, per policy (means over seeds, share.py's columns):

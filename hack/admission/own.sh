@@ -1,5 +1,5 @@
 #!/bin/bash
-# Every criterion of issue 22 at each policy's own capacity (docs/notes/admission-targets.md,
+# Every criterion of issue 22 at each policy's own capacity (docs/notes/admission-criteria.md,
 # "Every criterion at each policy's own capacity"): per engine, preset and workload, a
 # no-admission sweep (ascending stages at the nominal capacity C_n x 0.25 ... 3, every policy);
 # each policy's capacity C is the highest swept rate with goodput >= 90 % (own.py caps); then,

@@ -1,4 +1,4 @@
-"""The admitted requests' time per output token (docs/notes/admission-targets.md, "Session of
+"""The admitted requests' time per output token (docs/notes/admission-criteria.md, "Session of
 2026-12-06: a decode term"): per run folder, stage and band, over every policy and seed pooled,
 the answered requests, their TPOT p50 / p90 / p99 (ms; (latency - TTFT) / (output tokens - 1)),
 the share over 100 ms and the share with TTFT over 1 s.

@@ -1,4 +1,4 @@
-"""What an admitted request's TPOT grows with (docs/notes/admission-targets.md, "Session of
+"""What an admitted request's TPOT grows with (docs/notes/admission-criteria.md, "Session of
 2026-12-06: a decode term"): for one run's request rows and one stage, each answer of two tokens
 or more with its TPOT, the requests decoding on its replica at its first token (first token
 reached, not ended) and the prompt tokens its replica processed per second of its decode (the
