@@ -84,13 +84,7 @@ func (f *decodeFit) track(tpot, slo int64) {
 	if !(f.q > 0) || slo <= 0 {
 		return
 	}
-	g := f.gain()
-	if tpot > slo {
-		g *= math.Exp(-decodeStep)
-	} else {
-		g *= math.Exp(decodeStep * (1 - f.q) / f.q)
-	}
-	f.g = min(max(g, 1/headroomMax), headroomMax)
+	f.g = quantileStep(f.gain(), tpot > slo, decodeStep, decodeStep*(1-f.q)/f.q, 1/headroomMax, headroomMax)
 }
 
 // decodeStep is the gain's step per answer over the SLO (above).

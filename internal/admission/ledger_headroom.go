@@ -59,13 +59,23 @@ func (h *headroom) observe(ns int64) {
 	if h.target <= 0 {
 		return
 	}
-	up := headroomStep * (1 - headroomQuantile) / headroomQuantile
-	if ns > h.target {
-		h.m *= math.Exp(-headroomStep)
+	const up = headroomStep * (1 - headroomQuantile) / headroomQuantile
+	h.m = quantileStep(h.m, ns > h.target, headroomStep, up, 1, headroomMax)
+}
+
+// quantileStep is one step of a multiplicative quantile tracker: g falls
+// by e^(−down) for a time over its target and rises by e^(up) for one
+// within; with up = down·(1−q)/q a share 1 − q is over at equilibrium. The
+// result is kept in [lo, hi]. The headroom (q: the TTFT p90) and the
+// decode term's gain (q: decode_quantile, ledger_decode.go) both track
+// with it.
+func quantileStep(g float64, over bool, down, up, lo, hi float64) float64 {
+	if over {
+		g *= math.Exp(-down)
 	} else {
-		h.m *= math.Exp(up)
+		g *= math.Exp(up)
 	}
-	h.m = min(max(h.m, 1), headroomMax)
+	return min(max(g, lo), hi)
 }
 
 // decoded is the decode guard: an answer whose time per output token was
