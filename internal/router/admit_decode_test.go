@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -31,17 +30,7 @@ func (a *admitter) decodeTPOT() (time.Duration, bool) {
 // LedgerMinAnswers streamed answers of three tokens 10 ms apart the line
 // predicts a TPOT of that order, and not before.
 func TestAdmissionDecodeLive(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.ReadAll(r.Body)
-		w.Header().Set("Content-Type", "text/event-stream")
-		for i := range 3 {
-			fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"w%d \"}}]}\n\n", i)
-			w.(http.Flusher).Flush()
-			time.Sleep(10 * time.Millisecond)
-		}
-		fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"timings\":{\"cache_n\":0,\"prompt_n\":40,\"predicted_n\":3}}\n\ndata: [DONE]\n\n")
-	}))
-	t.Cleanup(srv.Close)
+	srv := slowTokens(t)
 	h := newHarness(t, "least-loaded", 1, func(c *config.Router) {
 		c.Admission = config.Admission{Enabled: true, QueueThreshold: 100, WorkModel: admission.WorkPrefill,
 			DecodeShare: 0.8, DefaultSLOTTFT: config.Duration(10 * time.Second), DefaultSLOTPOT: config.Duration(time.Second)}

@@ -31,7 +31,9 @@ func (a *admitter) headroom() float64 {
 // with a default TPOT SLO of 1 µs the answer's three tokens over 20 ms
 // are over it and the decode guard takes it back to 1 (admitter.done's
 // Ledger.Decoded); without one it stays.
-func TestAdmissionHeadroomLive(t *testing.T) {
+// slowTokens is a replica streaming three tokens 10 ms apart, then the
+// end with llama.cpp's timings.
+func slowTokens(t *testing.T) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.ReadAll(r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -43,6 +45,11 @@ func TestAdmissionHeadroomLive(t *testing.T) {
 		fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"timings\":{\"cache_n\":0,\"prompt_n\":40,\"predicted_n\":3}}\n\ndata: [DONE]\n\n")
 	}))
 	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestAdmissionHeadroomLive(t *testing.T) {
+	srv := slowTokens(t)
 	for _, tpot := range []time.Duration{0, time.Microsecond} {
 		h := newHarness(t, "least-loaded", 1, func(c *config.Router) {
 			c.Admission = config.Admission{Enabled: true, QueueThreshold: 100, WorkModel: admission.WorkPrefill,
